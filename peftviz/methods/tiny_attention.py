@@ -1,0 +1,164 @@
+"""The tiny-attention adapter (Zhao et al., EMNLP 2022).
+
+Per layer, M attention heads of per-head size D (paper: D = 1) read the intermediate states z:
+
+    q_t = W_Q^(m) z_t,  k_s = W_K^(m) z_s,  v_s = W_V^(m) z_s          (eq. 4, W: D × H per head)
+    z̃_t^(m) = Σ_s softmax_s(q_t·k_s / √D) v_s                          (eq. 3)
+    z̃_t = O [z̃_t^(1); …; z̃_t^(M)] = Σ_m O^(m) z̃_t^(m)                  (eqs. 1a, 2)
+
+"sequential" (the paper's main setting): z is the attention block's output after its residual
+and LayerNorm, and z + z̃ goes on to the FFN. "parallel": the adapter reads the block's input x
+and z̃ is added to the block's output. O starts tiny, U(±0.01/√D), so training starts from the
+pretrained model.
+
+Parameter averaging (eqs. 5–8): after training, W_Q, W_K, W_V are averaged over heads and one
+head runs with output projection M·Ō = Σ_m O^(m). It is exact when the heads are equal, and close
+when they started as perturbed copies of one trained head, which `init_from` provides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+from torch import Tensor, nn
+
+from peftviz.backbones import encoder_layers
+from peftviz.methods.base import MethodConfig, PeftMethod, option
+
+PLACEMENTS = ("sequential", "parallel")
+
+
+@dataclass
+class TinyAttentionConfig(MethodConfig):
+    n_heads: int = option(1, "M, attention heads per adapter (paper: 1, or 4 with parameter averaging)")
+    head_dim: int = option(1, "D, the size of each head (paper: 1)")
+    placement: str = option("sequential", "sequential: between attention block and FFN; parallel: beside the attention block")
+    init_from: str | None = option(None, "safetensors file of a trained one-head adapter to start every head from")
+    init_perturbation: float = option(0.01, "noise added to each copied head, as a fraction of each matrix's std")
+
+    def validate(self) -> None:
+        if self.n_heads < 1 or self.head_dim < 1:
+            raise ValueError(f"n_heads and head_dim must be at least 1, not {self.n_heads} and {self.head_dim}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, not {self.placement!r}")
+        if self.init_perturbation < 0:
+            raise ValueError(f"init_perturbation must be non-negative, not {self.init_perturbation}")
+
+
+class TinyAttention(nn.Module):
+    """One layer's adapter: z (B, T, H), key bias (B, 1, 1, T) or None -> z̃ (B, T, H).
+
+    query/key/value.weight are (M·D, H): rows m·D … m·D + D − 1 belong to head m.
+    out.weight is (H, M·D): columns of head m are O^(m). No biases, as in eqs. 1–4.
+    """
+
+    def __init__(self, hidden_size: int, n_heads: int = 1, head_dim: int = 1):
+        super().__init__()
+        self.n_heads, self.head_dim = n_heads, head_dim
+        inner = n_heads * head_dim
+        self.query = nn.Linear(hidden_size, inner, bias=False)
+        self.key = nn.Linear(hidden_size, inner, bias=False)
+        self.value = nn.Linear(hidden_size, inner, bias=False)
+        self.out = nn.Linear(inner, hidden_size, bias=False)
+        self.reset_output()
+
+    def reset_output(self) -> None:
+        bound = 0.01 / math.sqrt(self.head_dim)
+        nn.init.uniform_(self.out.weight, -bound, bound)
+
+    def forward(self, z: Tensor, key_bias: Tensor | None = None) -> Tensor:
+        B, T, _ = z.shape
+        M, D = self.n_heads, self.head_dim
+        q, k, v = (proj(z).view(B, T, M, D).transpose(1, 2) for proj in (self.query, self.key, self.value))  # (B, M, T, D)
+        if key_bias is not None:
+            key_bias = key_bias.to(q.dtype)
+        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=key_bias)  # (B, M, T, D), scale 1/√D
+        return self.out(heads.transpose(1, 2).reshape(B, T, M * D))  # (B, T, H)
+
+    def per_head(self) -> dict[str, Tensor]:
+        """Each head's matrices: W_Q, W_K, W_V as (M, D, H) and O as (M, H, D)."""
+        M, D = self.n_heads, self.head_dim
+        hidden = self.out.out_features
+        split = {name: getattr(self, name).weight.detach().view(M, D, hidden) for name in ("query", "key", "value")}
+        split["out"] = self.out.weight.detach().view(hidden, M, D).permute(1, 0, 2)
+        return split
+
+    @torch.no_grad()
+    def averaged(self) -> "TinyAttention":
+        """Eqs. 5–8: one head with the heads' mean W_Q, W_K, W_V and output projection M·Ō."""
+        heads = self.per_head()
+        single = TinyAttention(self.out.out_features, 1, self.head_dim).to(self.out.weight)
+        for name in ("query", "key", "value"):
+            getattr(single, name).weight.copy_(heads[name].mean(0))  # (D, H)
+        single.out.weight.copy_(heads["out"].sum(0))  # (H, D) = M · Ō
+        return single
+
+    @torch.no_grad()
+    def copy_heads_from(self, single: dict[str, Tensor], perturbation: float, generator: torch.Generator) -> None:
+        """Start every head as a perturbed copy of a trained one-head adapter's weights.
+
+        Each O^(m) is O / M, so with no perturbation the M-head adapter equals the one-head one.
+        """
+        M = self.n_heads
+        for name in ("query", "key", "value", "out"):
+            weight = single[f"{name}.weight"]
+            copies = weight.repeat(1, M) / M if name == "out" else weight.repeat(M, 1)
+            noise = torch.randn(copies.shape, generator=generator) * perturbation * weight.std()
+            getattr(self, name).weight.copy_(copies + noise.to(copies))
+
+
+class TinyAttentionMethod(PeftMethod):
+    """input_ids (B, T) -> hidden (B, T, D); one TinyAttention adapter per layer.
+
+    Parameters: 4·H·M·D per layer (W_Q, W_K, W_V, O). The adapters are built after the encoder's
+    from_pretrained, so their tiny output initialisation is never overwritten by it (the official
+    code lost it that way).
+    """
+
+    name = "tiny-attention"
+    config_class = TinyAttentionConfig
+
+    def __init__(self, config: TinyAttentionConfig, encoder_config):
+        super().__init__(config, encoder_config)
+        self.adapters = nn.ModuleList(
+            TinyAttention(self.hidden_size, config.n_heads, config.head_dim) for _ in range(self.n_layers)
+        )
+        self.averaged_from: int | None = None
+        if config.init_from:
+            self.copy_heads_from(load_file(config.init_from), config.init_perturbation)
+
+    def attach(self, encoder) -> None:
+        for index, layer in enumerate(encoder_layers(encoder)):
+            self._hooks.append(layer.attention.register_forward_hook(self._adapter_hook(index), with_kwargs=True))
+
+    def _adapter_hook(self, index: int):
+        def hook(module, args, kwargs, output):
+            attention_out, weights = output  # (B, T, H)
+            block_input = args[0] if args else kwargs["hidden_states"]
+            key_bias = args[1] if len(args) > 1 else kwargs.get("attention_mask")
+            source = attention_out if self.config.placement == "sequential" else block_input
+            return attention_out + self.adapters[index](source, key_bias), weights
+
+        return hook
+
+    def copy_heads_from(self, state: dict[str, Tensor], perturbation: float, seed: int = 0) -> None:
+        """Initialise every layer's M heads from a one-head adapter's state (keys adapters.<l>.*)."""
+        state = {key.removeprefix("method."): value for key, value in state.items()}
+        generator = torch.Generator().manual_seed(seed)
+        for index, adapter in enumerate(self.adapters):
+            prefix = f"adapters.{index}."
+            single = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
+            if single.get("query.weight") is None or single["query.weight"].shape[0] != self.config.head_dim:
+                raise ValueError(f"init_from holds no one-head adapter of head size {self.config.head_dim} for layer {index}")
+            adapter.copy_heads_from(single, perturbation, generator)
+
+    def average_heads_(self) -> "TinyAttentionMethod":
+        """Replace every adapter by its parameter average (eqs. 5–8), in place; returns self."""
+        self.averaged_from = self.config.n_heads
+        self.adapters = nn.ModuleList(adapter.averaged() for adapter in self.adapters)
+        self.config = replace(self.config, n_heads=1)
+        return self

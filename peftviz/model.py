@@ -1,0 +1,115 @@
+"""The text classifier: a pretrained encoder, one tuning method, and a classification head."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from peftviz.attention import key_padding_bias
+from peftviz.methods import make_method
+from peftviz.methods.base import PeftMethod
+
+POOLINGS = ("cls", "mean")
+
+
+def _n_params(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+@dataclass
+class ClassifierOutput:
+    logits: Tensor  # (B, C)
+    # per layer (B, H, Tq, Tk): weights over [prefix keys; sequence keys] for every query,
+    # the first `n_prefix_queries` queries being prefix positions (prefix-propagation only)
+    attentions: list[Tensor] | None = None
+    n_prefix_queries: int = 0
+
+
+class ClassificationHead(nn.Module):
+    """RoBERTa's head: pooled (B, D) -> dropout, dense, tanh, dropout, projection -> logits (B, C)."""
+
+    def __init__(self, hidden_size: int, num_labels: int, dropout: float = 0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.out_proj = nn.Linear(hidden_size, num_labels)
+
+    def forward(self, pooled: Tensor) -> Tensor:
+        x = torch.tanh(self.dense(self.dropout(pooled)))
+        return self.out_proj(self.dropout(x))
+
+
+class PeftClassifier(nn.Module):
+    """Encoder + method + head.
+
+    forward(input_ids (B, T), attention_mask (B, T)) -> ClassifierOutput(logits (B, C)).
+    The head reads the text's first token ([CLS] / <s>, after any prefix positions) or, with
+    pooling="mean", the mean of the text tokens. Only the method's parameters and the head train,
+    unless the method trains the backbone (fine-tuning).
+    """
+
+    def __init__(self, encoder, method: PeftMethod, num_labels: int, pooling: str = "cls", head_dropout: float = 0.1):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
+        self.encoder = encoder
+        self.method = method
+        self.pooling = pooling
+        self.head = ClassificationHead(encoder.config.hidden_size, num_labels, head_dropout)
+        encoder.requires_grad_(method.trains_backbone)
+        method.attach(encoder)
+
+    @property
+    def num_labels(self) -> int:
+        return self.head.out_proj.out_features
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> ClassifierOutput:
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        n_prefix = self.method.n_prefix_positions
+        dtype = next(self.encoder.parameters()).dtype
+        ctx = self.method.new_context(input_ids.shape[0], record=output_attentions)
+        hidden = self.encoder(
+            input_ids=input_ids,
+            attention_mask=key_padding_bias(attention_mask, n_prefix, dtype),  # (B, 1, 1, j + T)
+            token_type_ids=token_type_ids,
+            peftviz=ctx,
+        ).last_hidden_state  # (B, j + T, D)
+        text = hidden[:, n_prefix:]  # (B, T, D)
+        if self.pooling == "cls":
+            pooled = text[:, 0]
+        else:
+            weights = attention_mask.unsqueeze(-1).to(text.dtype)  # (B, T, 1)
+            pooled = (text * weights).sum(1) / weights.sum(1).clamp_min(1)
+        attentions = [ctx.attentions[i] for i in sorted(ctx.attentions)] if output_attentions else None
+        return ClassifierOutput(self.head(pooled), attentions, n_prefix)
+
+    def parameter_counts(self) -> dict[str, int]:
+        """Parameter counts: backbone, method, head, total, and trainable."""
+        backbone, method, head = (_n_params(m) for m in (self.encoder, self.method, self.head))
+        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        return {"backbone": backbone, "method": method, "head": head, "total": backbone + method + head, "trainable": trainable}
+
+    def trainable_state_dict(self) -> dict[str, Tensor]:
+        """The trained parameters (method, head, and the backbone only if it trains) and buffers of the method."""
+        trainable = {name for name, p in self.named_parameters() if p.requires_grad}
+        return {
+            name: tensor.detach()
+            for name, tensor in self.state_dict().items()
+            if name in trainable or name.startswith("method.")
+        }
+
+
+def build_classifier(
+    encoder, method: str, num_labels: int, options: dict | None = None, pooling: str = "cls", head_dropout: float = 0.1
+) -> PeftClassifier:
+    """Attach method `method` (with its config `options`) and a head to `encoder`."""
+    return PeftClassifier(encoder, make_method(method, encoder.config, **(options or {})), num_labels, pooling, head_dropout)
