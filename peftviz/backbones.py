@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, PreTrainedModel, RobertaConfig
+from transformers.utils import logging as hf_logging
 
 from peftviz.attention import ATTN_IMPLEMENTATION
 
 DEFAULT_MODEL = "minilm"
+# Random tiny encoders built from config, tokenised with MiniLM's tokenizer: for tests and the smoke preset.
+TINY_MODELS = ("tiny-bert", "tiny-roberta")
 # Model families whose self-attention dispatches through transformers' AttentionInterface with a
 # `layer_idx`, and whose layers live at `model.encoder.layer[i].attention`.
 SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
@@ -50,10 +54,16 @@ def _check_supported(model_type: str, name: str) -> None:
 
 def load_encoder(name_or_path: str = DEFAULT_MODEL):
     """Load (encoder, tokenizer). Raises ModelLoadError with one line naming the problem."""
+    if name_or_path in TINY_MODELS:
+        tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+        family = name_or_path.removeprefix("tiny-")
+        return tiny_encoder(family, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id), tokenizer
     path = resolve_model(name_or_path)
     looks_local = path.startswith((".", "/", "~")) or Path(path).exists()
     if looks_local and not (Path(path).expanduser() / "config.json").is_file():
         raise ModelLoadError(f"model folder '{name_or_path}' does not exist or has no config.json")
+    hf_logging.set_verbosity_error()  # the load report lists the unused pooler weights: noise here
+    hf_logging.disable_progress_bar()
     try:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError) as err:
@@ -70,19 +80,28 @@ def load_encoder(name_or_path: str = DEFAULT_MODEL):
     return encoder, tokenizer
 
 
-def tiny_encoder(family: str = "bert", *, layers: int = 2, hidden: int = 32, heads: int = 4, seed: int = 0):
+def tiny_encoder(
+    family: str = "bert",
+    *,
+    layers: int = 2,
+    hidden: int = 32,
+    heads: int = 4,
+    vocab_size: int = 120,
+    pad_token_id: int | None = None,
+    seed: int = 0,
+):
     """A small randomly initialised encoder built from config, for tests and the smoke preset."""
-    import torch
-
     config_class = {"bert": BertConfig, "roberta": RobertaConfig}[family]
+    if pad_token_id is None:
+        pad_token_id = 1 if family == "roberta" else 0
     config = config_class(
-        vocab_size=120,
+        vocab_size=vocab_size,
         hidden_size=hidden,
         num_hidden_layers=layers,
         num_attention_heads=heads,
         intermediate_size=2 * hidden,
-        max_position_embeddings=64,
-        pad_token_id=1 if family == "roberta" else 0,
+        max_position_embeddings=514,  # RoBERTa positions start after the padding index
+        pad_token_id=pad_token_id,
     )
     torch.manual_seed(seed)
     return AutoModel.from_config(config, add_pooling_layer=False, attn_implementation=ATTN_IMPLEMENTATION)

@@ -8,43 +8,18 @@ the pretrained weights keep their names and the backbone's state dict is never r
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
 from torch import nn
 
 from peftviz.attention import AttentionContext
-
-
-def option(default: Any, help: str, **choices):
-    """A config field with help text (shown by the CLI and the app)."""
-    return field(default=default, metadata={"help": help, **choices})
+from peftviz.options import Options
 
 
 @dataclass
-class MethodConfig:
+class MethodConfig(Options):
     """Base of every method's config. Fields are declared with `option(default, help)`."""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "MethodConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"{cls.__name__} has no option(s) {', '.join(unknown)}; options: {', '.join(sorted(known))}")
-        return cls(**values)
-
-    @classmethod
-    def help(cls) -> dict[str, str]:
-        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
-
-    def __post_init__(self):
-        self.validate()
-
-    def validate(self) -> None:
-        """Raise ValueError naming the bad option. Subclasses extend."""
 
 
 class PeftMethod(nn.Module):

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from peftviz.methods.base import MethodConfig, option
+from peftviz.methods.base import MethodConfig
+from peftviz.options import option
 
 
 @dataclass

@@ -27,7 +27,8 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from peftviz.backbones import encoder_layers
-from peftviz.methods.base import MethodConfig, PeftMethod, option
+from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.options import option
 
 PLACEMENTS = ("sequential", "parallel")
 

@@ -1,0 +1,162 @@
+"""Command line: python -m peftviz {train, compare, runs}.
+
+    python -m peftviz train --method prefix-propagation --dataset bbc-news --preset quick
+    python -m peftviz compare --preset quick
+    python -m peftviz runs
+Every TrainConfig field has a flag (--learning-rate 1e-3, --epochs 5, ...); method options are
+given as --option name=value. Errors end in one line naming the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+
+from peftviz.config import PRESETS, TrainConfig, comparison, preset_config
+from peftviz.methods import METHODS
+from peftviz.runs import RUNS_DIR, Run, list_runs, run_row
+
+# settings that are not plain flags: the method has its own flag, and options come as --option
+NOT_FLAGS = {"method", "method_options"}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.exit(2, f"peftviz: error: {message}\n")
+
+
+def _flag_type(type_name: str):
+    for name, parse in (("bool", None), ("int", int), ("float", float)):
+        if name in type_name:
+            return parse
+    return str
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    help_text = TrainConfig.help()
+    for f in fields(TrainConfig):
+        if f.name in NOT_FLAGS:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        parse = _flag_type(str(f.type))
+        if parse is None:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text[f.name])
+        else:
+            parser.add_argument(flag, type=parse, default=None, metavar=f.name.upper(), help=help_text[f.name])
+    parser.add_argument("--preset", choices=list(PRESETS), default="quick", help="starting values (default: quick)")
+    parser.add_argument("--runs-dir", type=Path, default=RUNS_DIR, help=f"the run store (default: {RUNS_DIR})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="python -m peftviz", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    train = commands.add_parser("train", help="train one method")
+    train.add_argument("--method", choices=list(METHODS), default="prefix-propagation")
+    train.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a method option")
+    _add_config_flags(train)
+    compare = commands.add_parser("compare", help="train every method in turn on the same data and split")
+    _add_config_flags(compare)
+    runs = commands.add_parser("runs", help="list the run store")
+    runs.add_argument("--runs-dir", type=Path, default=RUNS_DIR)
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    names = {f.name for f in fields(TrainConfig)} - NOT_FLAGS
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def parse_method_options(method: str, pairs: list[str]) -> dict:
+    """["prefix_length=16", ...] -> {"prefix_length": 16}, typed by the method's config fields."""
+    types = {f.name: str(f.type) for f in fields(METHODS[method].config_class)}
+    options = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--option {pair!r} is not NAME=VALUE")
+        if name not in types:
+            raise ValueError(f"{method} has no option {name!r}; options: {', '.join(types) or 'none'}")
+        parse = _flag_type(types[name])
+        if parse is None:
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(f"option {name} takes true or false, not {text!r}")
+            options[name] = text.lower() in ("true", "1")
+        else:
+            try:
+                options[name] = parse(text)
+            except ValueError:
+                raise ValueError(f"option {name} takes a {parse.__name__}, not {text!r}") from None
+    return options
+
+
+def format_table(rows: list[dict]) -> str:
+    """Rows of dicts -> a markdown table; floats to 3 significant digits."""
+    if not rows:
+        return "(none)"
+
+    def cell(value) -> str:
+        if value is None:
+            return "–"
+        if isinstance(value, float):
+            return f"{value:.3g}"
+        return str(value)
+
+    header = list(rows[0])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(row[key]) for key in header) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def comparison_row(run: Run) -> dict:
+    best, summary = run.best_metrics, run.summary
+    averaged = summary.get("averaged", {}).get("validation", {})
+    params = run.config["parameters"]
+    return {
+        "method": run.label,
+        "method params": params["method"],
+        "trainable params": params["trainable"],
+        "trainable %": 100 * params["trainable"] / params["total"],
+        "best epoch": run.best_epoch,
+        "val accuracy": best.get("accuracy"),
+        "val ECE": best.get("ece"),
+        "averaged val accuracy": averaged.get("accuracy"),
+        "averaged val ECE": averaged.get("ece"),
+        "test accuracy": summary.get("test", {}).get("accuracy"),
+        "test ECE": summary.get("test", {}).get("ece"),
+        "minutes": sum(m["seconds"] for m in run.metrics) / 60,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from peftviz.progress import TerminalProgress  # after parsing: --help stays fast
+
+    try:
+        if args.command == "runs":
+            print(format_table([run_row(run) for run in list_runs(args.runs_dir)]))
+            return 0
+        from peftviz.train import compare, train  # torch and transformers load here
+
+        overrides = _overrides(args)
+        started = time.perf_counter()
+        if args.command == "train":
+            overrides["method_options"] = parse_method_options(args.method, args.option)
+            runs = [train(preset_config(args.preset, args.method, **overrides), args.runs_dir, TerminalProgress())]
+        else:
+            runs = compare(comparison(args.preset, **overrides), args.runs_dir, TerminalProgress())
+        print(format_table([comparison_row(run) for run in runs]))
+        print(f"\n{len(runs)} run(s) in {(time.perf_counter() - started) / 60:.1f} minutes, stored in {args.runs_dir}")
+        return 0
+    except KeyboardInterrupt:
+        print("\ninterrupted: the current run is kept and lists as incomplete", file=sys.stderr)
+        return 130
+    except (ValueError, RuntimeError, OSError) as err:  # DataError, ModelLoadError, TrainingError, bad settings
+        print(f"peftviz: error: {err}".splitlines()[0], file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

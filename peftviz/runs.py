@@ -1,0 +1,215 @@
+"""The run store: one folder per training run under cache/runs/.
+
+    config.json                 the TrainConfig and the environment (versions, device); written first
+    metrics.jsonl               one JSON object per finished epoch
+    predictions/epoch_<N>.npz   validation `probs` (examples × classes, float32) and `labels` (int64)
+    predictions/<name>.npz      other evaluations: "test" (best epoch on test), "averaged" (heads averaged)
+    params.safetensors          trained parameters of the best epoch so far (method and head; all for fine-tuning)
+    summary.json                written last: status "complete" or "failed", best epoch, test metrics
+
+Every file is written to a temporary name and renamed into place, so a reader never sees half a
+file. A run killed mid-way has no summary.json: it lists as "incomplete" and its finished epochs
+load. Nothing is read with pickle: JSON, npz with allow_pickle=False, and safetensors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+CACHE_DIR = Path(os.environ.get("PEFTVIZ_CACHE", Path(__file__).resolve().parent.parent / "cache"))
+RUNS_DIR = CACHE_DIR / "runs"
+STATUSES = ("complete", "incomplete", "failed", "corrupt")
+
+
+class RunError(ValueError):
+    """A run folder that cannot be read; the message names the folder and the problem."""
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through `write(tmp_path)`, then rename over `path`: readers see the old or the new file."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_json(path: Path, value) -> None:
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(value, indent=2, default=float)))
+
+
+def _write_npz(path: Path, probs: np.ndarray, labels: np.ndarray) -> None:
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a path
+            np.savez(f, probs=probs, labels=labels)
+
+    atomic_write(path, write)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+class RunWriter:
+    """Writes one run folder as training goes."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.metrics: list[dict] = []
+
+    @classmethod
+    def create(cls, root: Path, config: dict, environment: dict) -> "RunWriter":
+        name = f"{_slug(config.get('label') or config['method'])}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        path = Path(root) / name
+        (path / "predictions").mkdir(parents=True)
+        _write_json(path / "config.json", {**config, "environment": environment})
+        return cls(path)
+
+    def write_epoch(self, record: dict, probs: np.ndarray, labels: np.ndarray) -> None:
+        """Predictions first, then the metrics line: a listed epoch always has its predictions."""
+        self.write_predictions(f"epoch_{record['epoch']}", probs, labels)
+        self.metrics.append(record)
+        lines = "".join(json.dumps(m, default=float) + "\n" for m in self.metrics)
+        atomic_write(self.path / "metrics.jsonl", lambda tmp: tmp.write_text(lines))
+
+    def write_predictions(self, name: str, probs: np.ndarray, labels: np.ndarray) -> None:
+        _write_npz(self.path / "predictions" / f"{name}.npz", probs, labels)
+
+    def write_params(self, state: dict[str, Tensor]) -> None:
+        tensors = {name: t.detach().cpu().contiguous() for name, t in state.items()}
+        atomic_write(self.path / "params.safetensors", lambda tmp: save_file(tensors, str(tmp)))
+
+    def finish(self, summary: dict) -> None:
+        _write_json(self.path / "summary.json", {"status": "complete", **summary})
+
+    def fail(self, error: str, summary: dict | None = None) -> None:
+        _write_json(self.path / "summary.json", {"status": "failed", "error": error, **(summary or {})})
+
+
+@dataclass
+class Run:
+    """A run folder as read back. `status` is one of STATUSES; `error` says why for failed/corrupt."""
+
+    path: Path
+    status: str
+    config: dict = field(default_factory=dict)
+    metrics: list[dict] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def label(self) -> str:
+        return self.config.get("label") or self.config.get("method", "?")
+
+    @property
+    def params_path(self) -> Path:
+        return self.path / "params.safetensors"
+
+    @property
+    def epochs_done(self) -> int:
+        return len(self.metrics)
+
+    @property
+    def best_epoch(self) -> int | None:
+        """The epoch with the highest validation micro-F1 (the first of ties), from the metrics."""
+        if not self.metrics:
+            return None
+        return max(self.metrics, key=lambda m: (m["micro_f1"], -m["epoch"]))["epoch"]
+
+    @property
+    def best_metrics(self) -> dict:
+        best = self.best_epoch
+        return next((m for m in self.metrics if m["epoch"] == best), {})
+
+    def predictions(self, which: int | str) -> tuple[np.ndarray, np.ndarray]:
+        """(probs (N, C) float, labels (N,) int) of an epoch number or a named evaluation."""
+        name = f"epoch_{which}" if isinstance(which, int) else which
+        path = self.path / "predictions" / f"{name}.npz"
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                probs, labels = npz["probs"], npz["labels"]
+        except (OSError, KeyError, ValueError) as err:
+            raise RunError(f"run {self.name}: cannot read predictions {name}: {err}") from err
+        if probs.ndim != 2 or labels.shape != (probs.shape[0],):
+            raise RunError(f"run {self.name}: predictions {name} have shapes {probs.shape} and {labels.shape}")
+        return probs, labels
+
+    def params(self) -> dict[str, Tensor]:
+        try:
+            return load_file(str(self.params_path))
+        except (OSError, SafetensorError) as err:
+            raise RunError(f"run {self.name}: cannot read params.safetensors: {err}") from err
+
+
+def _read_json(path: Path):
+    return json.loads(path.read_text())
+
+
+def load_run(path: Path) -> Run:
+    """Read a run folder. Never raises for a bad folder: it comes back with status "corrupt"."""
+    path = Path(path)
+    run = Run(path, "incomplete")
+    try:
+        run.config = _read_json(path / "config.json")
+        metrics_file = path / "metrics.jsonl"
+        if metrics_file.exists():
+            run.metrics = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+        if (path / "summary.json").exists():
+            run.summary = _read_json(path / "summary.json")
+    except (OSError, ValueError) as err:
+        return Run(path, "corrupt", run.config, run.metrics, error=f"{type(err).__name__}: {err}".splitlines()[0])
+    missing = [m.get("epoch") for m in run.metrics if not (path / "predictions" / f"epoch_{m.get('epoch')}.npz").exists()]
+    if not isinstance(run.config, dict) or "method" not in run.config:
+        return Run(path, "corrupt", error="config.json names no method")
+    if missing:
+        return Run(path, "corrupt", run.config, run.metrics, error=f"predictions missing for epoch(s) {missing}")
+    run.status = run.summary.get("status", "incomplete")
+    run.error = run.summary.get("error", "")
+    return run
+
+
+def list_runs(root: Path = RUNS_DIR) -> list[Run]:
+    """Every run folder under `root`, oldest first (names start with their creation time)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    folders = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    runs = [load_run(p) for p in folders]
+    return sorted(runs, key=lambda run: (run.config.get("environment", {}).get("created", ""), run.name))
+
+
+def run_row(run: Run) -> dict:
+    """One row of the runs table: what the CLI's `runs` and the app's home page show."""
+    config, best = run.config, run.best_metrics
+    params = config.get("parameters", {})
+    trainable = params.get("trainable")
+    return {
+        "run": run.name,
+        "method": run.label,
+        "status": run.status if not run.error else f"{run.status}: {run.error}",
+        "dataset": config.get("dataset", "?"),
+        "model": config.get("model", "?"),
+        "epochs": f"{run.epochs_done}/{config.get('epochs', '?')}",
+        "best accuracy": best.get("accuracy"),
+        "ECE": best.get("ece"),
+        "test accuracy": run.summary.get("test", {}).get("accuracy"),
+        "trainable": trainable,
+        "trainable %": 100 * trainable / params["total"] if trainable and params.get("total") else None,
+    }
