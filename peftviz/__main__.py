@@ -1,7 +1,8 @@
-"""Command line: python -m peftviz {train, compare, runs}.
+"""Command line: python -m peftviz {train, compare, alpha-grid, runs}.
 
     python -m peftviz train --method prefix-propagation --dataset bbc-news --preset quick
     python -m peftviz compare --preset quick
+    python -m peftviz alpha-grid --preset quick
     python -m peftviz runs
 Every TrainConfig field has a flag (--learning-rate 1e-3, --epochs 5, ...); method options are
 given as --option name=value. Errors end in one line naming the problem.
@@ -15,9 +16,9 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from peftviz.config import PRESETS, TrainConfig, comparison, preset_config
+from peftviz.config import PRESETS, TrainConfig, alpha_grid, comparison, preset_config
 from peftviz.methods import METHODS
-from peftviz.runs import RUNS_DIR, Run, list_runs, run_row
+from peftviz.runs import Run, list_runs, run_row, store_dir
 
 # settings that are not plain flags: the method has its own flag, and options come as --option
 NOT_FLAGS = {"method", "method_options"}
@@ -47,7 +48,7 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         else:
             parser.add_argument(flag, type=parse, default=None, metavar=f.name.upper(), help=help_text[f.name])
     parser.add_argument("--preset", choices=list(PRESETS), default="quick", help="starting values (default: quick)")
-    parser.add_argument("--runs-dir", type=Path, default=RUNS_DIR, help=f"the run store (default: {RUNS_DIR})")
+    parser.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,8 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(train)
     compare = commands.add_parser("compare", help="train every method in turn on the same data and split")
     _add_config_flags(compare)
+    grid = commands.add_parser("alpha-grid", help="train kernel prefix-propagation at each α of the paper's grid")
+    grid.add_argument("--alphas", type=float, nargs="+", default=None, help="α values (default: the paper's grid)")
+    _add_config_flags(grid)
     runs = commands.add_parser("runs", help="list the run store")
-    runs.add_argument("--runs-dir", type=Path, default=RUNS_DIR)
+    runs.add_argument("--runs-dir", type=Path, default=store_dir())
     return parser
 
 
@@ -145,8 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "train":
             overrides["method_options"] = parse_method_options(args.method, args.option)
             runs = [train(preset_config(args.preset, args.method, **overrides), args.runs_dir, TerminalProgress())]
-        else:
+        elif args.command == "compare":
             runs = compare(comparison(args.preset, **overrides), args.runs_dir, TerminalProgress())
+        else:
+            configs = alpha_grid(args.preset, tuple(args.alphas) if args.alphas else None, **overrides)
+            runs = compare(configs, args.runs_dir, TerminalProgress())
         print(format_table([comparison_row(run) for run in runs]))
         print(f"\n{len(runs)} run(s) in {(time.perf_counter() - started) / 60:.1f} minutes, stored in {args.runs_dir}")
         return 0

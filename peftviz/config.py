@@ -141,3 +141,17 @@ def comparison(preset: str, **overrides) -> list[TrainConfig]:
         **{**overrides, "label": "tiny-attention 4H averaged", "method_options": {"n_heads": 4}, "average_heads": True},
     )
     return configs + [one_head, four_heads]
+
+
+def alpha_grid(preset: str, alphas: tuple[float, ...] | None = None, **overrides) -> list[TrainConfig]:
+    """Kernel prefix-propagation trained at each α of the paper's grid (or `alphas`), same data and split."""
+    from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID
+
+    return [
+        preset_config(
+            preset,
+            "kernel-prefix-propagation",
+            **{**overrides, "label": f"kernel α={alpha:g}", "method_options": {"alpha": alpha}},
+        )
+        for alpha in alphas or ALPHA_GRID
+    ]

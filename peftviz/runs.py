@@ -30,6 +30,11 @@ from torch import Tensor
 
 CACHE_DIR = Path(os.environ.get("PEFTVIZ_CACHE", Path(__file__).resolve().parent.parent / "cache"))
 RUNS_DIR = CACHE_DIR / "runs"
+
+
+def store_dir() -> Path:
+    """The store the app reads: $PEFTVIZ_RUNS when set (tests point it elsewhere), else cache/runs."""
+    return Path(os.environ.get("PEFTVIZ_RUNS") or RUNS_DIR)
 STATUSES = ("complete", "incomplete", "failed", "corrupt")
 
 
@@ -185,9 +190,21 @@ def load_run(path: Path) -> Run:
     return run
 
 
-def list_runs(root: Path = RUNS_DIR) -> list[Run]:
-    """Every run folder under `root`, oldest first (names start with their creation time)."""
-    root = Path(root)
+def store_signature(root: Path | None = None) -> tuple:
+    """Changes whenever a run is added, removed, or finishes an epoch: a cache key for the app."""
+    root = Path(root or store_dir())
+    if not root.is_dir():
+        return ()
+    stamps = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        files = [folder / name for name in ("config.json", "metrics.jsonl", "summary.json", "params.safetensors")]
+        stamps.append((folder.name, *(f.stat().st_mtime_ns if f.exists() else 0 for f in files)))
+    return tuple(stamps)
+
+
+def list_runs(root: Path | None = None) -> list[Run]:
+    """Every run folder under `root` (default: `store_dir()`), oldest first."""
+    root = Path(root or store_dir())
     if not root.is_dir():
         return []
     folders = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]

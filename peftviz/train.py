@@ -29,7 +29,7 @@ from peftviz.backbones import load_encoder
 from peftviz.config import TrainConfig
 from peftviz.data import TextData, load_data
 from peftviz.model import PeftClassifier, build_classifier
-from peftviz.runs import RUNS_DIR, Run, RunWriter, load_run
+from peftviz.runs import Run, RunWriter, load_run, store_dir
 
 
 class TrainingError(RuntimeError):
@@ -141,9 +141,9 @@ def make_optimizer(model: PeftClassifier, config: TrainConfig, total_steps: int)
 class Trainer:
     """Trains one config and writes its run folder."""
 
-    def __init__(self, config: TrainConfig, runs_dir: Path = RUNS_DIR, progress: ProgressCallback | None = None):
+    def __init__(self, config: TrainConfig, runs_dir: Path | None = None, progress: ProgressCallback | None = None):
         self.config = config
-        self.runs_dir = Path(runs_dir)
+        self.runs_dir = Path(runs_dir or store_dir())
         self.progress = progress or (lambda event: None)
         self.device = pick_device(config.device)
 
@@ -238,12 +238,14 @@ class Trainer:
         return evaluation_metrics(probs, labels, self.config.ece_bins)
 
 
-def train(config: TrainConfig, runs_dir: Path = RUNS_DIR, progress: ProgressCallback | None = None) -> Run:
+def train(config: TrainConfig, runs_dir: Path | None = None, progress: ProgressCallback | None = None) -> Run:
     """Train one config; returns the finished run."""
     return Trainer(config, runs_dir, progress).run()
 
 
-def compare(configs: list[TrainConfig], runs_dir: Path = RUNS_DIR, progress: ProgressCallback | None = None) -> list[Run]:
+def compare(
+    configs: list[TrainConfig], runs_dir: Path | None = None, progress: ProgressCallback | None = None
+) -> list[Run]:
     """Train configs in turn on the same data and split (loaded once).
 
     A multi-head tiny-attention config without `init_from` starts from the last one-head

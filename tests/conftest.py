@@ -12,3 +12,28 @@ from tests.helpers import FAMILIES  # noqa: E402
 def family(request):
     """Every family-parametrised test runs on a tiny BERT and a tiny RoBERTa."""
     return request.param
+
+
+@pytest.fixture(scope="session")
+def smoke_store(tmp_path_factory):
+    """A run store made by the smoke preset: the six runs of `compare` plus kernel runs at three α."""
+    from peftviz.config import alpha_grid, comparison
+    from peftviz.train import compare
+
+    store = tmp_path_factory.mktemp("smoke_store")
+    compare(comparison("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2)), store)
+    return store
+
+
+@pytest.fixture
+def app_store(smoke_store, monkeypatch):
+    """Point the app at the smoke store."""
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(smoke_store))
+    return smoke_store
+
+
+@pytest.fixture
+def empty_store(tmp_path, monkeypatch):
+    """Point the app at an empty store."""
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(tmp_path / "runs"))
+    return tmp_path / "runs"

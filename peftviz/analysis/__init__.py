@@ -1,0 +1,1 @@
+"""What the app pages compute from runs: one module per page, no Streamlit, no plotting."""

@@ -1,0 +1,124 @@
+"""What the app's pages share: cached access to the run store and models, and page furniture.
+
+Everything heavy is cached with `st.cache_resource`, keyed by the store's signature (which
+changes when a run is added or finishes an epoch), so a new or changed run is picked up on the
+next rerun. Pages stay short: read widgets, call these and `peftviz.analysis`, draw
+`peftviz.figures`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from peftviz.jobs import JobManager
+from peftviz.runs import Run, list_runs, store_dir, store_signature
+
+
+def page(title: str, explanation: str) -> None:
+    """Title and the two or three sentences that say what the page shows."""
+    st.set_page_config(page_title=f"peftviz · {title}", layout="wide")
+    st.title(title)
+    st.markdown(explanation)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _runs(root: str, signature: tuple) -> list[Run]:
+    return list_runs(Path(root))
+
+
+def runs(usable_only: bool = False) -> list[Run]:
+    """The store's runs (cached until the store changes). usable_only: skip corrupt and epoch-less runs."""
+    root = store_dir()
+    found = _runs(str(root), store_signature(root))
+    if usable_only:
+        found = [run for run in found if run.status != "corrupt" and run.metrics]
+    return found
+
+
+@st.cache_resource(show_spinner="Loading the trained model…", max_entries=3)
+def _model(run_path: str, signature: tuple):
+    from peftviz.runs import load_run
+    from peftviz.train import load_trained
+
+    return load_trained(load_run(Path(run_path)))
+
+
+def trained_model(run: Run):
+    """(model, tokenizer) of a run, rebuilt from its parameters once and kept."""
+    return _model(str(run.path), store_signature(run.path.parent))
+
+
+@st.cache_resource(show_spinner=False)
+def job_manager() -> JobManager:
+    """One per server: every tab sees the same training job."""
+    return JobManager()
+
+
+def run_label(run: Run) -> str:
+    return f"{run.label} · {run.config.get('dataset', '?')} · {run.name[-6:]}"
+
+
+def pick_run(label: str, candidates: list[Run], key: str) -> Run | None:
+    """A selectbox of runs; None (with a note on the page) when there are none."""
+    if not candidates:
+        st.info("No suitable runs in the store yet: train some on the Home or Train page.")
+        return None
+    return st.selectbox(label, candidates, format_func=run_label, key=key)
+
+
+def show_error(err: Exception) -> None:
+    """A user mistake or bad run folder, in one sentence on the page: no traceback."""
+    st.error(str(err).splitlines()[0] if str(err) else type(err).__name__)
+
+
+@st.fragment(run_every=1.0)
+def job_panel() -> None:
+    """Progress bars of the current training job, per run and epoch, redrawn every second.
+
+    The job trains in a server thread, so this panel may come and go with the page; when the job
+    ends the whole page reruns once, which picks up the new runs.
+    """
+    job = job_manager().current
+    if job is None:
+        return
+    if job.status == "running":
+        st.caption("Training in the background: you can switch pages and come back.")
+    for name in job.names:
+        event = job.progress.get(name)
+        text = name if event is None else f"{name}: epoch {event.epoch}/{event.epochs}, {event.phase}"
+        st.progress(job.fraction_done(name), text=text)
+    if job.status == "failed":
+        st.error(f"Training stopped: {job.error}")
+    was_running = st.session_state.get("job_was_running", False)
+    st.session_state["job_was_running"] = job.status == "running"
+    if was_running and job.status != "running":
+        st.rerun()
+
+
+def options_form(option_class, defaults: dict, key: str) -> dict:
+    """One widget per field of an Options dataclass, with its help text. Returns the chosen values."""
+    from dataclasses import fields
+
+    help_text = option_class.help()
+    values = {}
+    for f in fields(option_class):
+        default = defaults.get(f.name, f.default)
+        widget_key = f"{key}.{f.name}"
+        if isinstance(default, bool):
+            values[f.name] = st.checkbox(f.name, default, help=help_text[f.name], key=widget_key)
+        elif isinstance(default, int):
+            values[f.name] = int(st.number_input(f.name, value=default, step=1, help=help_text[f.name], key=widget_key))
+        elif isinstance(default, float):
+            values[f.name] = st.number_input(f.name, value=default, format="%g", help=help_text[f.name], key=widget_key)
+        else:
+            text = st.text_input(f.name, "" if default is None else str(default), help=help_text[f.name], key=widget_key)
+            optional_and_empty = default is None and not text
+            values[f.name] = None if optional_and_empty else text
+    return values
+
+
+def training_now() -> bool:
+    job = job_manager().current
+    return job is not None and job.status == "running"

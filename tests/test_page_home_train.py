@@ -1,0 +1,81 @@
+"""The Home and Train pages, with Streamlit's AppTest."""
+
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from peftviz import METHODS, appkit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def open_page(path: str) -> AppTest:
+    return AppTest.from_file(str(ROOT / path), default_timeout=60).run()
+
+
+def test_home_lists_the_runs_of_the_store(app_store):
+    at = open_page("app.py")
+    assert not at.exception and not at.error
+    table = at.dataframe[0].value
+    assert len(table) == 9 and set(table["status"]) == {"complete"}
+    assert {"prefix-propagation", "tiny-attention 4H averaged", "kernel α=0.01"} <= set(table["method"])
+    assert table["trainable %"].between(0, 100).all()
+
+
+def test_home_describes_every_method(empty_store):
+    at = open_page("app.py")
+    table = at.dataframe[0].value
+    assert list(table["method"]) == list(METHODS)
+    assert table.loc[table["method"] == "prefix-propagation", "options"].item().startswith("prefix_length=8")
+
+
+def test_home_on_an_empty_store_offers_the_quick_comparison(empty_store):
+    at = open_page("app.py")
+    assert not at.exception
+    assert "No runs" in at.info[0].value
+    assert at.button[0].label == "Train the quick comparison"
+
+
+def test_home_marks_corrupt_and_incomplete_runs(app_store, tmp_path, monkeypatch):
+    import shutil
+
+    store = tmp_path / "runs"
+    shutil.copytree(app_store, store)
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(store))
+    (store / "zz-corrupt").mkdir()
+    (store / "zz-corrupt" / "config.json").write_text("{oops")
+    incomplete = next(store.glob("prefix-tuning-*"))
+    (incomplete / "summary.json").unlink()
+    at = open_page("app.py")
+    assert not at.exception
+    status = dict(zip(at.dataframe[0].value["run"], at.dataframe[0].value["status"]))
+    assert status["zz-corrupt"].startswith("corrupt: JSONDecodeError")
+    assert status[incomplete.name] == "incomplete"
+
+
+def test_train_page_shows_bad_input_in_one_sentence(empty_store, tmp_path):
+    at = open_page("pages/1_Train.py")
+    assert not at.exception
+    at.radio[0].set_value("local path").run()
+    at.text_input[0].set_value(str(tmp_path / "missing.csv")).run()
+    at.button[0].click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and "does not exist" in at.error[0].value and "\n" not in at.error[0].value
+
+
+def test_train_page_trains_a_smoke_run_in_the_background(empty_store):
+    at = open_page("pages/1_Train.py")
+    at.selectbox[0].set_value("smoke").run()  # preset
+    at.selectbox[1].set_value("prefix-tuning").run()  # method
+    assert at.text_input[0].value == "tiny-bert"
+    assert any(n.label == "prefix_length" and n.value == 8 for n in at.number_input)  # method options form
+    at.button[0].click().run()
+    assert not at.exception and not at.error
+    job = appkit.job_manager().current
+    deadline = time.time() + 120
+    while job.status == "running" and time.time() < deadline:
+        time.sleep(0.2)
+    assert job.status == "done", job.error
+    (run,) = job.runs
+    assert run.status == "complete" and run.config["method"] == "prefix-tuning" and run.path.parent == empty_store
