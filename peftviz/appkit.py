@@ -1,6 +1,6 @@
 """What the app's pages share: cached access to the run store and models, and page furniture.
 
-Everything heavy is cached with `st.cache_resource`, keyed by the store's signature (which
+Everything heavy is cached with `st.cache_resource`, keyed by the signature of its run or store (which
 changes when a run is added or finishes an epoch), so a new or changed run is picked up on the
 next rerun. Pages stay short: read widgets, call these and `peftviz.analysis`, draw
 `peftviz.figures`.
@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from peftviz.jobs import JobManager
-from peftviz.runs import Run, list_runs, store_dir, store_signature
+from peftviz.runs import Run, list_runs, run_signature, store_dir, store_signature
 
 
 def page(title: str, explanation: str) -> None:
@@ -47,7 +47,7 @@ def _model(run_path: str, signature: tuple):
 
 def trained_model(run: Run):
     """(model, tokenizer) of a run, rebuilt from its parameters once and kept."""
-    return _model(str(run.path), store_signature(run.path.parent))
+    return _model(str(run.path), run_signature(run.path))
 
 
 @st.cache_resource(show_spinner=False)

@@ -190,16 +190,18 @@ def load_run(path: Path) -> Run:
     return run
 
 
+def run_signature(folder: Path) -> tuple:
+    """Changes whenever the run finishes an epoch or its parameters change: a cache key for the app."""
+    files = [folder / name for name in ("config.json", "metrics.jsonl", "summary.json", "params.safetensors")]
+    return (folder.name, *(f.stat().st_mtime_ns if f.exists() else 0 for f in files))
+
+
 def store_signature(root: Path | None = None) -> tuple:
     """Changes whenever a run is added, removed, or finishes an epoch: a cache key for the app."""
     root = Path(root or store_dir())
     if not root.is_dir():
         return ()
-    stamps = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        files = [folder / name for name in ("config.json", "metrics.jsonl", "summary.json", "params.safetensors")]
-        stamps.append((folder.name, *(f.stat().st_mtime_ns if f.exists() else 0 for f in files)))
-    return tuple(stamps)
+    return tuple(run_signature(folder) for folder in sorted(p for p in root.iterdir() if p.is_dir()))
 
 
 def list_runs(root: Path | None = None) -> list[Run]:

@@ -64,7 +64,11 @@ def server(smoke_store):
         yield url
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # open websocket sessions can hold shutdown up
+            process.kill()
+            process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -81,16 +85,18 @@ def browser():
 def test_every_page_renders_its_charts_without_errors(server, browser, path):
     selector, at_least = PAGES[path]
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    screenshot = SCREENSHOTS / f"{path or 'Home'}.png"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     try:
         page.goto(f"{server}/{path}", wait_until="domcontentloaded")
-        page.wait_for_selector(selector, timeout=90_000)
         page.wait_for_function(
             "([s, n]) => document.querySelectorAll(s).length >= n", arg=[selector, at_least], timeout=90_000
         )
         page.wait_for_timeout(500)  # let plotly finish drawing before the screenshot
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / f"{path or 'Home'}.png"), full_page=True)
+        page.screenshot(path=str(screenshot), full_page=True)
         assert page.locator(ERRORS).count() == 0, page.locator(ERRORS).first.inner_text()
-        assert page.locator(selector).count() >= at_least
+    except Exception:
+        page.screenshot(path=str(screenshot.with_suffix(".failed.png")), full_page=True)
+        raise
     finally:
         page.close()

@@ -1,0 +1,87 @@
+"""Where a trained classifier's attention goes on one validation document, and how much of it the prefixes take."""
+
+import streamlit as st
+
+from peftviz import appkit
+from peftviz.analysis import attention as analysis
+from peftviz.figures import attention as figures
+from peftviz.runs import run_signature
+
+CONTEXT = 32  # key tokens shown either side of the query window
+
+appkit.page(
+    "Attention",
+    "With prefix methods every query also attends to learned prefix keys. Its softmax mass on them is "
+    r"$\lambda(C) = \sum_{k \in P} e^{q \cdot k/\sqrt{d}} \,/\, \sum_{k} e^{q \cdot k/\sqrt{d}}$ "
+    "(prefix-propagation paper, eq. 6): how much of the token's new state comes from the prefixes. "
+    "The grid averages λ(C) over one document's tokens for every layer and head; below it, one head's weights "
+    "for a window of tokens and, for prefix-propagation, what the prefix positions themselves read.",
+)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def validation_split(dataset: str, seed: int, limit: int | None, _run) -> tuple[list[str], list[int]]:
+    return analysis.validation_split(_run)
+
+
+@st.cache_resource(show_spinner="Reading the document's attention…", max_entries=4)  # 512 tokens: ~80 MB each
+def document_attention(run_path: str, signature: tuple, doc_index: int, _model, _tokenizer, _text, _max_length):
+    return analysis.document_attention(_model, _tokenizer, _text, _max_length)
+
+
+def first_words(text: str, n: int = 10) -> str:
+    words = text.split()
+    return " ".join(words[:n]) + (" …" if len(words) > n else "")
+
+
+# runs with prefix keys first: they are what this page is about
+by_prefix_first = sorted(appkit.runs(usable_only=True), key=lambda run: "prefix" not in run.config["method"])
+run = appkit.pick_run("Run", by_prefix_first, key="attention_run")
+if run is None:
+    st.stop()
+config = run.config
+try:
+    model, tokenizer = appkit.trained_model(run)
+    texts, labels = validation_split(config["dataset"], config.get("seed", 0), config.get("limit"), run)
+    if not texts:
+        raise ValueError(f"the validation split of {config['dataset']} is empty")
+    names = config.get("label_names") or [str(i) for i in range(model.num_labels)]
+    index = st.selectbox(
+        "Validation document", range(len(texts)), format_func=lambda i: f"{i} · {first_words(texts[i])}"
+    )
+    doc = document_attention(
+        str(run.path), run_signature(run.path), index, model, tokenizer, texts[index], config["max_length"]
+    )
+except (ValueError, OSError, KeyError, RuntimeError, IndexError) as err:
+    appkit.show_error(err)
+    st.stop()
+
+predicted = int(doc.probs.argmax())
+st.caption(
+    f"{doc.n_tokens} tokens (max_length {config['max_length']}) · gold: {names[labels[index]]} · "
+    f"predicted: {names[predicted]} ({doc.probs[predicted]:.2f}) · {doc.n_prefix_keys} prefix keys"
+)
+if doc.n_prefix_keys:
+    if config["method"] == "kernel-prefix-propagation":
+        st.caption("Kernel form: weights are mixing weights summing to 1 + α; λ is the prefix share, prefix / sum.")
+    left, right = st.columns(2)
+    left.plotly_chart(figures.prefix_mass_grid_figure(analysis.prefix_mass_grid(doc)), key="grid")
+    right.plotly_chart(figures.prefix_mass_profile_figure(analysis.prefix_mass_profile(doc)), key="profile")
+else:
+    adapter = " (the tiny-attention adapter's weights are not recorded)" if "tiny" in config["method"] else ""
+    st.info(f"{run.label} has no prefix keys: queries read only the text. Below, the encoder's attention{adapter}.")
+
+cols = st.columns(4)
+layer = cols[0].selectbox("Layer", range(doc.n_layers), format_func=lambda i: f"layer {i + 1}")
+head = cols[1].selectbox("Head", range(doc.n_heads), format_func=lambda i: f"head {i + 1}")
+start = cols[2].slider("Window start (query token)", 0, doc.n_tokens - 1, 0)
+rows = cols[3].slider("Rows", 1, min(analysis.MAX_ROWS, doc.n_tokens), min(32, doc.n_tokens))
+
+matrix, row_labels, col_labels = analysis.token_window(doc, layer, head, start, rows, CONTEXT)
+title = f"Layer {layer + 1}, head {head + 1}: tokens {start}–{start + len(row_labels) - 1} and their neighbours"
+st.plotly_chart(figures.token_heatmap_figure(matrix, row_labels, col_labels, doc.n_prefix_keys, title), key="tokens")
+
+if doc.n_prefix_queries:
+    prefix_rows = analysis.prefix_rows(doc, layer, head)
+    st.plotly_chart(figures.prefix_rows_figure(prefix_rows), key="prefix_rows")
+    st.dataframe(analysis.top_tokens_table(prefix_rows), hide_index=True)

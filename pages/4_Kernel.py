@@ -1,0 +1,143 @@
+"""Kernel page: λ(C) of a prefix-propagation run, and what fixing it to α does (eq. 3)."""
+
+from pathlib import Path
+
+import streamlit as st
+
+from peftviz import appkit
+from peftviz.analysis import kernel
+from peftviz.figures import kernel as figures
+from peftviz.runs import Run, RunError, load_run, store_dir
+
+LOAD_ERRORS = (RunError, ValueError, OSError)  # bad run folders, models, data: one line, no traceback
+
+appkit.page(
+    "Kernel",
+    "Prefix-propagation's attention splits into two separately normalised terms: one over the "
+    "sequence keys and one over the prefix keys. In plain softmax attention the prefix term is "
+    "weighted by λ(C), the share of a query's attention that goes to the prefixes, and the softmax "
+    "decides it query by query. The kernel form fixes that weight to a constant α instead.",
+)
+st.latex(
+    r"H = \mathrm{Kern}(\mathrm{cat}(P,C)W_q,\ CW_k,\ CW_v)"
+    r" + \alpha\,\mathrm{Kern}(\mathrm{cat}(P,C)W_q,\ PW_k,\ PW_v)"
+)
+
+
+@st.cache_resource(show_spinner="Computing λ(C) on 16 validation documents…", max_entries=8)
+def lambda_rows(run_path: str, params_stamp: int) -> list[dict]:
+    """Quantile rows of λ(C) for a run; recomputed when its parameters change."""
+    run = load_run(Path(run_path))
+    model, tokenizer = appkit.trained_model(run)
+    return kernel.lambda_summary(kernel.run_lambda_distribution(run, model, tokenizer))
+
+
+def trained_alpha(run: Run) -> float | None:
+    """The fixed α a kernel run trained with (None for prefix-propagation and trainable α)."""
+    if run.config.get("method") != kernel.KERNEL:
+        return None
+    options = kernel.kernel_config(run)
+    return None if options.alpha_trainable else options.alpha
+
+
+def show_lambda(run: Run) -> None:
+    st.subheader("λ(C): the share of attention on the prefixes")
+    per_head = st.toggle("One box per head", key="kernel_per_head")
+    try:
+        rows = lambda_rows(str(run.path), run.params_path.stat().st_mtime_ns)
+        alpha = trained_alpha(run)
+    except LOAD_ERRORS as err:
+        appkit.show_error(err)
+        return
+    st.plotly_chart(figures.lambda_figure(rows, per_head, alpha), key="kernel_lambda")
+    st.caption(
+        f"Every text token of the first {kernel.N_LAMBDA_DOCS} validation documents, per layer: box from the "
+        "25th to the 75th percentile, whiskers at the 5th and 95th. A kernel run is read with α = λ(C)."
+    )
+
+
+def sweep_rows(run: Run) -> list[dict] | None:
+    """The run's α sweep: from its folder if stored, else computed behind a button."""
+    rows = kernel.cached_alpha_sweep(run)
+    if rows is not None:
+        return rows
+    st.caption(
+        "Evaluates this run's trained parameters on its validation split under every α of the paper's grid and "
+        "under the exact λ(C): about half a minute for MiniLM on 2 CPU cores. The result is kept in the run folder."
+    )
+    if not st.button("Evaluate under the α grid", key="kernel_sweep"):
+        return None
+    bar = st.progress(0.0, text="Loading the model…")
+
+    def report(done: int, total: int, what: str) -> None:
+        bar.progress(done / total, text=f"Evaluating under {what} ({done + 1}/{total})" if done < total else "Done")
+
+    try:
+        return kernel.alpha_sweep(run, progress=report)
+    except LOAD_ERRORS as err:
+        appkit.show_error(err)
+        return None
+    finally:
+        bar.empty()
+
+
+def show_alpha(run: Run | None, runs: list[Run]) -> None:
+    st.subheader("Accuracy and ECE against α")
+    sweep = sweep_rows(run) if run is not None else None
+    trained = kernel.trained_alpha_rows(runs)
+    if not sweep and not trained:
+        st.info("No α results yet: evaluate a run under the α grid, or train kernel runs at the grid below.")
+        return
+    st.plotly_chart(figures.alpha_figure(sweep, trained, run.label if run else ""), key="kernel_alpha")
+    exact = kernel.exact_row(sweep or [])
+    if exact and run.config.get("method") == kernel.PROPAGATION:
+        stored = run.best_metrics.get("accuracy", float("nan"))
+        st.caption(f"The dashed line, exact λ(C), is the run itself: accuracy {exact['accuracy']:.4f} "
+                   f"(stored at its best epoch: {stored:.4f}).")  # fmt: skip
+    if trained:
+        st.caption("Diamonds: kernel runs of the store, each at the α it was trained with (best validation epoch).")
+
+
+def show_training() -> None:
+    st.subheader("Train kernel runs at the paper's α grid")
+    manager = appkit.job_manager()
+    running = manager.current is not None and manager.current.status == "running"
+    st.caption(
+        f"Trains kernel prefix-propagation at α ∈ {{{', '.join(f'{a:g}' for a in kernel.ALPHA_GRID)}}} "
+        "with the quick preset "
+        "(MiniLM, bbc-news), one after another in the background: about 10 minutes on 2 CPU cores."
+    )
+    if st.button("Train at the α grid", key="kernel_train_grid", disabled=running):
+        manager.start(kernel.grid_configs(), store_dir())
+        running = manager.current is not None and manager.current.status == "running"
+    if running:
+        live_job_progress()
+    elif manager.current is not None:
+        job_progress(manager.current)
+
+
+def job_progress(job) -> None:
+    """One bar per run of the job, and how it ended."""
+    for name in job.names:
+        st.progress(job.fraction_done(name), text=name)
+    if job.status == "failed":
+        st.error(f"Training stopped: {job.error}")
+    elif job.status == "done":
+        st.success(f"Trained {len(job.runs)} run(s).")
+
+
+@st.fragment(run_every=1.0)
+def live_job_progress() -> None:
+    """Redrawn every second while the job trains; a full rerun when it ends shows the new runs."""
+    job = appkit.job_manager().current
+    job_progress(job)
+    if job.status != "running":
+        st.rerun()
+
+
+all_runs = appkit.runs(usable_only=True)
+picked = appkit.pick_run("Run", kernel.propagation_runs(all_runs), key="kernel_run")
+if picked is not None:
+    show_lambda(picked)
+show_alpha(picked, all_runs)
+show_training()

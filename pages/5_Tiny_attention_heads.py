@@ -1,0 +1,98 @@
+"""Tiny-attention heads page: each head's weights, the averaged head, and what averaging changed."""
+
+from pathlib import Path
+
+import streamlit as st
+
+from peftviz import appkit
+from peftviz.analysis import tiny_heads
+from peftviz.figures import tiny_heads as figures
+from peftviz.runs import Run, RunError, load_run, run_signature
+
+LOAD_ERRORS = (RunError, ValueError, OSError, KeyError)  # bad run folders: one line, no traceback
+MATRIX_CHOICES = {"all four": tiny_heads.MATRICES} | {tiny_heads.SYMBOLS[m]: (m,) for m in tiny_heads.MATRICES}
+
+appkit.page(
+    "Tiny-attention heads",
+    "The tiny-attention adapter adds M small attention heads of size D to every layer: head m reads the "
+    "hidden states through its own W_Q, W_K, W_V (D × H) and writes back through its own output "
+    "projection O⁽ᵐ⁾ (H × D), and the adapter adds Σ_m O⁽ᵐ⁾ z̃⁽ᵐ⁾. Parameter averaging (eqs. 5–8) "
+    "replaces the heads after training by one head with the mean W_Q, W_K, W_V and output projection "
+    "M·Ō = Σ_m O⁽ᵐ⁾, so M heads cost as much as one at inference. That is only close to the trained "
+    "model when the heads stayed close to each other, which is why the 4-head adapter starts as perturbed "
+    "copies of a trained 1-head one.",
+)
+st.latex(
+    r"\bar W_{Q,K,V} = \frac{1}{M}\sum_{m=1}^{M} W_{Q,K,V}^{(m)}, \qquad"
+    r"\sum_{m=1}^{M} O^{(m)}\tilde z_t^{(m)} \;\longrightarrow\; M\bar O\,\tilde z_t"
+    r" = \Big(\sum_{m=1}^{M} O^{(m)}\Big)\tilde z_t"
+)
+
+
+@st.cache_resource(show_spinner="Reading the adapters' weights…", max_entries=8)
+def cached_weights(run_path: str, signature: tuple) -> list[tiny_heads.HeadWeights]:
+    """Per layer, each head's matrices; read once per run until the store changes. Do not mutate."""
+    return tiny_heads.head_weights(load_run(Path(run_path)))
+
+
+def run_weights(run: Run) -> list[tiny_heads.HeadWeights]:
+    return cached_weights(str(run.path), run_signature(run.path))
+
+
+def tiny_attention_runs() -> list[Run]:
+    return [run for run in appkit.runs(usable_only=True) if run.config.get("method") == "tiny-attention"]
+
+
+def show_heads(weights: tiny_heads.HeadWeights, layer: int, matrices: tuple[str, ...]) -> None:
+    """The heads' heatmaps, with the averaged head as the last row."""
+    averaged = tiny_heads.averaged_head(weights)
+    st.plotly_chart(figures.heads_figure(weights, averaged, matrices, layer), key="tiny_heads_matrices")
+    st.caption(
+        "Each row is one head and the last is the averaged head; x is the hidden dimension, so a dimension "
+        "lines up down a column. One colour scale per matrix; hover for values."
+    )
+
+
+def show_similarity(weights: tiny_heads.HeadWeights, layer: int) -> None:
+    st.subheader("How alike the heads are")
+    st.plotly_chart(figures.similarity_figure(tiny_heads.head_similarity(weights), layer), key="tiny_heads_similarity")
+    st.caption(
+        "Cosine of each pair of heads' [W_Q; W_K; W_V; O]. Near 1: the heads stayed close and their average "
+        "can stand in for them; lower: averaging changes the model more."
+    )
+
+
+def show_averaging(run: Run) -> None:
+    """Validation and test accuracy and ECE, and method parameters, before and after averaging."""
+    st.subheader("Before and after averaging")
+    try:
+        table = tiny_heads.averaging_table(run)
+    except LOAD_ERRORS as err:
+        appkit.show_error(err)
+        return
+    st.caption(table.note)
+    st.dataframe(table.display_rows(), hide_index=True)
+    st.plotly_chart(figures.averaging_figure(table), key="tiny_heads_averaging")
+
+
+candidates = tiny_attention_runs()
+if not candidates:
+    st.info("No tiny-attention runs in the store yet: train one on the Home or Train page.")
+    st.stop()
+run = appkit.pick_run("Tiny-attention run", candidates, key="tiny_heads_run")
+try:
+    layers = run_weights(run)
+except LOAD_ERRORS as err:
+    appkit.show_error(err)
+    st.stop()
+left, right = st.columns(2)
+layer = left.selectbox(
+    "Layer", range(len(layers)), format_func=lambda i: f"layer {i + 1}", key=f"tiny_heads_layer_{len(layers)}"
+)
+shown = right.radio("Matrices", list(MATRIX_CHOICES), horizontal=True, key="tiny_heads_matrices_choice")
+show_heads(layers[layer], layer, MATRIX_CHOICES[shown])
+similarity_column, averaging_column = st.columns([2, 3])
+with similarity_column:
+    show_similarity(layers[layer], layer)
+with averaging_column:
+    show_averaging(run)

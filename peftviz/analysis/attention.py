@@ -1,0 +1,270 @@
+"""What the Attention page computes: one document's attention, and how much of it goes to prefixes.
+
+`document_attention` runs a trained classifier once on one document and keeps the weights the
+model records: per layer (H, Tq, Tk) over [prefix keys; sequence keys]. The first
+`n_prefix_queries` queries are prefix positions (prefix-propagation); text query t is row
+`n_prefix_queries + t`, text key t is column `n_prefix_keys + t`.
+
+Everything else reads slices of those weights and returns small arrays: a (layers, heads) grid,
+a window of at most MAX_ROWS × MAX_COLUMNS cells, per-bucket averages along the document. Nothing
+here is ever an L × L grid of the whole document, so a 512- or 2048-token document stays cheap
+to show.
+
+Weights are read as shares of their row: weight / row sum. For softmax attention (every method
+but the kernel form) rows sum to 1 and this changes nothing. For kernel prefix-propagation the
+rows are the mixing weights of eq. 3 and sum to 1 + α; the share is then each key's part of the
+query's output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from peftviz.data import load_data
+from peftviz.runs import Run
+
+MAX_ROWS = 64  # query tokens in a token window
+MAX_COLUMNS = 160  # prefix keys + key tokens in a token window
+MAX_BUCKETS = 32  # buckets along the document
+
+
+@dataclass
+class DocumentAttention:
+    """One document's recorded attention.
+
+    tokens: the T text tokens (special tokens included).
+    n_prefix_keys: j, prefix keys in front of the sequence keys (0 for fine-tuning, tiny-attention).
+    n_prefix_queries: prefix positions among the queries (j for prefix-propagation, else 0).
+    attentions: per layer (H, Tq, Tk) float32 on the CPU, as the model records them.
+    probs: (C,) the classifier's probabilities for the document.
+    """
+
+    tokens: list[str]
+    n_prefix_keys: int
+    n_prefix_queries: int
+    attentions: list[torch.Tensor]
+    probs: np.ndarray
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.attentions)
+
+    @property
+    def n_heads(self) -> int:
+        return self.attentions[0].shape[0]
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    def text_queries(self, layer: int) -> torch.Tensor:
+        """(H, T, Tk): the rows of the text tokens in `layer`."""
+        return self.attentions[layer][:, self.n_prefix_queries :]
+
+    def prefix_queries(self, layer: int) -> torch.Tensor:
+        """(H, j, Tk): the rows of the prefix positions in `layer` (empty without prefix positions)."""
+        return self.attentions[layer][:, : self.n_prefix_queries]
+
+    @cached_property
+    def query_prefix_mass(self) -> np.ndarray:
+        """(L, H, T): each text query's share of attention on the prefix keys; zeros without prefixes.
+
+        For softmax attention this is λ(C) of eq. 6 of the prefix-propagation paper; for the kernel
+        form it is prefix weight / row sum of the mixing weights (α·prefix / (1 + α)). Computed
+        once per document, in one pass over the weights.
+        """
+        j = self.n_prefix_keys
+        if j == 0:
+            return np.zeros((self.n_layers, self.n_heads, self.n_tokens), dtype=np.float32)
+        per_layer = []
+        for layer in range(self.n_layers):
+            rows = self.text_queries(layer)  # (H, T, Tk)
+            per_layer.append((rows[..., :j].sum(-1) / rows.sum(-1).clamp_min(1e-12)).numpy())  # (H, T)
+        return np.stack(per_layer)
+
+
+def _shares(rows: torch.Tensor) -> torch.Tensor:
+    """(..., Tk) weights -> the same divided by their row sum (a no-op for softmax rows)."""
+    return rows / rows.sum(-1, keepdim=True).clamp_min(1e-12)
+
+
+def prefix_labels(n_prefix: int) -> list[str]:
+    return [f"P{i + 1}" for i in range(n_prefix)]
+
+
+# ---------------------------------------------------------------------------------------------
+# one document
+
+
+def validation_split(run: Run) -> tuple[list[str], list[int]]:
+    """(texts, labels) of the run's validation split: the same data, seed and limit it trained on."""
+    config = run.config
+    validation = load_data(config["dataset"], config.get("seed", 0), config.get("limit")).splits["validation"]
+    return list(validation["text"]), list(validation["label"])
+
+
+def validation_documents(run: Run) -> list[str]:
+    """The run's validation texts, in the order its stored predictions use."""
+    return validation_split(run)[0]
+
+
+def document_attention(model, tokenizer, text: str, max_length: int) -> DocumentAttention:
+    """Run `model` on `text` (truncated to `max_length` tokens) once and keep its attention."""
+    batch = tokenizer(text, truncation=True, max_length=max_length, return_tensors="pt")
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        out = model(batch["input_ids"].to(device), batch["attention_mask"].to(device), output_attentions=True)
+    attentions = [layer[0].float().cpu() for layer in out.attentions]  # per layer (H, Tq, Tk)
+    n_queries, n_keys = attentions[0].shape[-2:]
+    n_tokens = batch["input_ids"].shape[1]
+    return DocumentAttention(
+        tokens=tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()),
+        n_prefix_keys=n_keys - n_tokens,  # prefix-tuning: j + T keys; prefix-propagation: j + T
+        n_prefix_queries=n_queries - n_tokens,  # prefix-propagation: j + T queries; else T
+        attentions=attentions,
+        probs=out.logits[0].float().softmax(-1).cpu().numpy(),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# prefix mass λ(C)
+
+
+def prefix_mass_grid(doc: DocumentAttention) -> np.ndarray:
+    """(layers, heads): the mean over the text queries of the mass each puts on the prefix keys.
+
+    This is λ(C) (prefix-propagation paper, eq. 6) averaged over the document's tokens. For kernel
+    prefix-propagation the rows are mixing weights summing to 1 + α, and the grid holds the prefix
+    share: prefix weight / row sum. All zeros for runs without prefix keys.
+    """
+    return doc.query_prefix_mass.mean(-1)
+
+
+def bucket_size(n_tokens: int, requested: int = 0, max_buckets: int = MAX_BUCKETS) -> int:
+    """Tokens per bucket: `requested` (or 4), raised so there are at most `max_buckets` buckets."""
+    return max(requested or 4, math.ceil(n_tokens / max_buckets), 1)
+
+
+@dataclass
+class MassProfile:
+    """Prefix mass along the document, averaged over heads and over the queries of each bucket."""
+
+    starts: np.ndarray  # (n_buckets,) first token position of each bucket
+    size: int  # tokens per bucket (the last one may be shorter)
+    mass: np.ndarray  # (layers, n_buckets)
+
+
+def prefix_mass_profile(doc: DocumentAttention, bucket: int = 0) -> MassProfile:
+    """Prefix mass per query position, averaged over heads, in buckets of `bucket` tokens (0: automatic).
+
+    Costs one pass over the model's own weights; the result is (layers, ≤ MAX_BUCKETS) numbers.
+    """
+    size = bucket_size(doc.n_tokens, bucket)
+    starts = np.arange(0, doc.n_tokens, size)
+    counts = np.diff(np.append(starts, doc.n_tokens))
+    mass = doc.query_prefix_mass.mean(1)  # (L, T): mean over heads
+    return MassProfile(starts, size, np.add.reduceat(mass, starts, axis=1) / counts)
+
+
+# ---------------------------------------------------------------------------------------------
+# a window of tokens
+
+
+def window_keys(doc: DocumentAttention, start: int, rows: int, context: int) -> tuple[int, int, int, int]:
+    """Clip a window to the document and the cell bounds: (start, rows, first key, end key)."""
+    start = min(max(start, 0), doc.n_tokens - 1)
+    rows = min(max(rows, 1), MAX_ROWS, doc.n_tokens - start)
+    j = doc.n_prefix_keys
+    context = max(0, min(context, (MAX_COLUMNS - j - rows) // 2))
+    lo = max(0, start - context)
+    hi = min(doc.n_tokens, start + rows + context, lo + max(MAX_COLUMNS - j, rows))
+    return start, rows, lo, hi
+
+
+def token_window(
+    doc: DocumentAttention, layer: int, head: int, start: int, rows: int, context: int
+) -> tuple[np.ndarray, list[str], list[str]]:
+    """One head's weights for query tokens start..start+rows over the prefix keys and nearby keys.
+
+    Columns: the j prefix keys (labelled P1..Pj), then the key tokens in
+    [start - context, start + rows + context). The window is clipped to the document and to at
+    most MAX_ROWS × MAX_COLUMNS cells (context shrinks first). Weights are shares of their full row.
+    Returns (matrix (rows, j + keys), row labels, column labels).
+    """
+    start, rows, lo, hi = window_keys(doc, start, rows, context)
+    j = doc.n_prefix_keys
+    q0 = doc.n_prefix_queries + start
+    full_rows = doc.attentions[layer][head, q0 : q0 + rows]  # (rows, Tk)
+    shares = _shares(full_rows)
+    matrix = torch.cat([shares[:, :j], shares[:, j + lo : j + hi]], dim=1)  # (rows, j + hi - lo)
+    return matrix.numpy(), doc.tokens[start : start + rows], prefix_labels(j) + doc.tokens[lo:hi]
+
+
+# ---------------------------------------------------------------------------------------------
+# what the prefix positions read (prefix-propagation)
+
+
+@dataclass
+class PrefixRows:
+    """What each prefix position of one layer and head attends to.
+
+    prefix_mass: (j,) share on the prefix keys. to_prefixes: (j, j) share on each prefix key.
+    to_buckets: (j, n_buckets) share on the text tokens of each bucket (summed over the bucket).
+    top_tokens: per prefix position, the top-k text tokens as (position, token, share).
+    """
+
+    labels: list[str]
+    prefix_mass: np.ndarray
+    to_prefixes: np.ndarray
+    to_buckets: np.ndarray
+    bucket_labels: list[str]
+    top_tokens: list[list[tuple[int, str, float]]]
+
+
+def bucket_labels(n_tokens: int, size: int) -> list[str]:
+    return [f"{s}–{min(s + size, n_tokens) - 1}" for s in range(0, n_tokens, size)]
+
+
+def prefix_rows(doc: DocumentAttention, layer: int, head: int, top_k: int = 5, bucket: int = 0) -> PrefixRows:
+    """What the prefix positions attend to in one layer and head (prefix-propagation only).
+
+    Raises ValueError for a run whose prefixes are not positions (no prefix queries).
+    """
+    if doc.n_prefix_queries == 0:
+        raise ValueError("this run has no prefix positions: only prefix-propagation's prefixes are queries")
+    j = doc.n_prefix_keys
+    shares = _shares(doc.prefix_queries(layer)[head])  # (j, Tk)
+    text = shares[:, j:]  # (j, T)
+    size = bucket_size(doc.n_tokens, bucket)
+    starts = np.arange(0, doc.n_tokens, size)
+    to_buckets = np.add.reduceat(text.numpy(), starts, axis=1)  # (j, n_buckets)
+    weights, positions = text.topk(min(top_k, doc.n_tokens), dim=-1)  # (j, k)
+    top = [
+        [(int(p), doc.tokens[p], float(w)) for w, p in zip(row_w, row_p)]
+        for row_w, row_p in zip(weights.tolist(), positions.tolist())
+    ]
+    return PrefixRows(
+        labels=prefix_labels(j),
+        prefix_mass=shares[:, :j].sum(-1).numpy(),
+        to_prefixes=shares[:, :j].numpy(),
+        to_buckets=to_buckets,
+        bucket_labels=bucket_labels(doc.n_tokens, size),
+        top_tokens=top,
+    )
+
+
+def top_tokens_table(rows: PrefixRows) -> list[dict]:
+    """One row per prefix position: its mass on the prefixes and its top text tokens, for a table."""
+    return [
+        {
+            "prefix": label,
+            "on prefixes": round(float(mass), 3),
+            "top tokens": ", ".join(f"{token} @{pos} ({weight:.2f})" for pos, token, weight in top),
+        }
+        for label, mass, top in zip(rows.labels, rows.prefix_mass, rows.top_tokens)
+    ]

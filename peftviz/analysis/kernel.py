@@ -1,0 +1,310 @@
+"""What the Kernel page computes: λ(C), the α sweep, and the kernel runs trained at each α.
+
+Prefix-propagation's attention splits into a sequence term and a prefix term (Li et al., ACL 2023,
+eq. 3 and appendix A). Plain softmax attention weights the prefix term by λ(C), each query's
+softmax mass on the prefix keys (eq. 6); the kernel form fixes that weight to a constant α.
+
+- `lambda_distribution`: λ(C) of every text query, read from the recorded attention.
+- `alpha_sweep`: a trained run evaluated on its validation split under each α (and under the exact
+  λ(C)), cached as JSON in the run folder.
+- `trained_alpha_rows`: the kernel runs of the store, one row per run at its configured α.
+
+No Streamlit and no plotting here: the page calls these and `peftviz.figures.kernel` draws them.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+from peftviz.backbones import load_encoder
+from peftviz.config import TrainConfig, alpha_grid
+from peftviz.data import load_data
+from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID, KernelPrefixPropagationConfig
+from peftviz.model import PeftClassifier, build_classifier
+from peftviz.runs import Run, RunError, atomic_write
+from peftviz.train import evaluation_metrics, load_trained, make_loader, pick_device, predict, tokenize
+
+PROPAGATION = "prefix-propagation"
+KERNEL = "kernel-prefix-propagation"
+PROPAGATION_METHODS = (PROPAGATION, KERNEL)
+EXACT = "exact"  # the α override that uses each query's own λ(C): plain prefix-propagation
+SWEEP_FILE = Path("analysis") / "alpha_sweep.json"  # inside the run folder
+SWEEP_FORMAT = 1
+GRID_PRESET = "quick"  # the page's "train at the grid" button trains this preset
+N_LAMBDA_DOCS = 16  # validation documents behind the λ(C) distribution
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)  # whisker, box, median, box, whisker
+SWEEP_METRICS = ("accuracy", "ece", "nll")
+
+SweepProgress = Callable[[int, int, str], None]  # (settings done, settings in all, the next one)
+
+
+# ---------------------------------------------------------------------------------------------
+# which runs
+
+
+def propagation_runs(runs: list[Run]) -> list[Run]:
+    """The runs λ(C) and the α sweep apply to: prefix-propagation runs, then kernel runs, with parameters."""
+    usable = [run for run in runs if run.status != "corrupt" and run.params_path.exists()]
+    return [run for method in PROPAGATION_METHODS for run in usable if run.config.get("method") == method]
+
+
+def grid_configs() -> list[TrainConfig]:
+    """What the page's "train at the grid" button starts: kernel runs at the paper's α grid."""
+    return alpha_grid(GRID_PRESET)
+
+
+def kernel_config(run: Run) -> KernelPrefixPropagationConfig:
+    """The kernel options of a kernel run, defaults filled in (so a run without "alpha" has 5e-3)."""
+    return KernelPrefixPropagationConfig.from_dict(_method_options(run))
+
+
+def _method_options(run: Run) -> dict:
+    # init_from names the run a tiny-attention adapter started from; the params hold the result
+    return {k: v for k, v in run.config.get("method_options", {}).items() if k != "init_from"}
+
+
+# ---------------------------------------------------------------------------------------------
+# λ(C)
+
+
+@contextmanager
+def exact_alpha(model: PeftClassifier) -> Iterator[PeftClassifier]:
+    """A kernel model run with α = λ(C) (plain softmax) inside the block; other models unchanged."""
+    method = model.method
+    if not hasattr(method, "alpha_override"):
+        yield model
+        return
+    before = method.alpha_override
+    method.alpha_override = EXACT
+    try:
+        yield model
+    finally:
+        method.alpha_override = before
+
+
+@torch.no_grad()
+def lambda_distribution(model: PeftClassifier, tokenizer, texts: list[str], max_length: int) -> np.ndarray:
+    """λ(C) of every text query of `texts`: (layers, heads, N), N the text tokens of all texts.
+
+    λ(C) is the softmax mass a query puts on the prefix keys (eq. 6), summed from the recorded
+    attention over [prefix keys; sequence keys]. Prefix queries and padding are left out. A kernel
+    model runs with the exact α for this, so its λ(C) is what the softmax would give its trained
+    prefixes (with a fixed α the recorded prefix mass would just be α).
+    """
+    device = next(model.parameters()).device
+    batch = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+    mask = batch["attention_mask"].bool()  # (B, T)
+    model.eval()
+    with exact_alpha(model):
+        out = model(batch["input_ids"].to(device), batch["attention_mask"].to(device), output_attentions=True)
+    T = mask.shape[1]
+    per_layer = []
+    for weights in out.attentions:  # (B, H, q + T, j + T): q prefix queries, j prefix keys
+        n_prefix_keys = weights.shape[-1] - T
+        text_queries = weights[:, :, out.n_prefix_queries :, :n_prefix_keys]  # (B, H, T, j)
+        per_layer.append(text_queries.sum(-1).float().cpu())  # (B, H, T)
+    lam = torch.stack(per_layer).permute(0, 2, 1, 3)  # (L, H, B, T)
+    return lam.reshape(*lam.shape[:2], -1)[..., mask.reshape(-1)].numpy()  # (L, H, N)
+
+
+def validation_texts(run: Run, n_docs: int = N_LAMBDA_DOCS) -> list[str]:
+    """The first `n_docs` validation documents of the run's dataset and split."""
+    config = run.config
+    data = load_data(config["dataset"], seed=config.get("seed", 0), limit=config.get("limit"))
+    validation = data.splits["validation"]
+    return list(validation.select(range(min(n_docs, len(validation))))["text"])
+
+
+def run_lambda_distribution(run: Run, model: PeftClassifier, tokenizer, n_docs: int = N_LAMBDA_DOCS) -> np.ndarray:
+    """λ(C) (layers, heads, N) of a run's model on the first `n_docs` validation documents."""
+    return lambda_distribution(model, tokenizer, validation_texts(run, n_docs), run.config["max_length"])
+
+
+def lambda_summary(lam: np.ndarray) -> list[dict]:
+    """Quantiles of λ(C) (layers, heads, N): one row per layer (head None = all heads) and per head.
+
+    Each row: layer and head (0-based), q05, q25, median, q75, q95, mean, n.
+    """
+    n_layers, n_heads, _ = lam.shape
+    rows = [_quantile_row(layer, None, lam[layer].reshape(-1)) for layer in range(n_layers)]
+    rows += [_quantile_row(layer, head, lam[layer, head]) for layer in range(n_layers) for head in range(n_heads)]
+    return rows
+
+
+def _quantile_row(layer: int, head: int | None, values: np.ndarray) -> dict:
+    q05, q25, median, q75, q95 = (float(v) for v in np.quantile(values, QUANTILES))
+    return {"layer": layer, "head": head, "q05": q05, "q25": q25, "median": median, "q75": q75, "q95": q95,
+            "mean": float(values.mean()), "n": int(values.size)}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# the α sweep
+
+
+def sweep_model(run: Run, device: str = "auto") -> tuple[PeftClassifier, object]:
+    """(kernel model, tokenizer) with the run's trained parameters, ready for `alpha_override`.
+
+    A kernel run rebuilds as trained. A prefix-propagation run's parameters have the same names as
+    the kernel method's, so they load into a kernel model built with the same prefix options.
+    """
+    method = run.config.get("method")
+    if method == KERNEL:
+        return load_trained(run, device)
+    if method != PROPAGATION:
+        raise ValueError(f"run {run.name} is {method}: the α sweep needs a prefix-propagation or kernel run")
+    config = run.config
+    encoder, tokenizer = load_encoder(config["model"])
+    model = build_classifier(
+        encoder, KERNEL, len(config["label_names"]), _method_options(run), config["pooling"], config["head_dropout"]
+    )
+    state = run.params()
+    missing = set(model.trainable_state_dict()) - set(state) - {"method.log_alpha"}  # α is overridden
+    if missing:
+        raise ValueError(f"run {run.name}: params.safetensors lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}")
+    model.load_state_dict(state, strict=False)
+    return model.to(pick_device(device)).eval(), tokenizer
+
+
+def validation_loader(run: Run, tokenizer):
+    """The run's validation split, tokenized and batched as in training."""
+    config = run.config
+    data = load_data(config["dataset"], seed=config.get("seed", 0), limit=config.get("limit"))
+    examples = tokenize(data.splits["validation"], tokenizer, config["max_length"])
+    return make_loader(examples, config.get("batch_size", 16), tokenizer.pad_token_id)
+
+
+def evaluate_under_alpha(model: PeftClassifier, loader, alpha: float | str, n_bins: int) -> dict:
+    """One sweep row: validation accuracy, ECE and NLL of a kernel model with α overridden."""
+    model.method.alpha_override = alpha
+    try:
+        probs, labels = predict(model, loader, next(model.parameters()).device)
+    finally:
+        model.method.alpha_override = None
+    metrics = evaluation_metrics(probs, labels, n_bins)
+    return {"alpha": alpha, **{name: metrics[name] for name in SWEEP_METRICS}}
+
+
+def alpha_sweep(run: Run, alphas=ALPHA_GRID, progress: SweepProgress | None = None) -> list[dict]:
+    """A run's validation metrics under each α of `alphas`, then under the exact λ(C).
+
+    Rows {alpha (float, or "exact"), accuracy, ece, nll}. For a prefix-propagation run the exact
+    row is the run itself. The result is stored in the run folder (analysis/alpha_sweep.json,
+    keyed by the α list) and read back on the next call for the same α list and best epoch.
+    """
+    alphas = [float(a) for a in alphas]
+    cached = cached_alpha_sweep(run, alphas)
+    if cached is not None:
+        return cached
+    progress = progress or (lambda done, total, what: None)
+    model, tokenizer = sweep_model(run)
+    loader = validation_loader(run, tokenizer)
+    settings = [*alphas, EXACT]
+    rows = []
+    for done, alpha in enumerate(settings):
+        progress(done, len(settings), alpha_text(alpha))
+        rows.append(evaluate_under_alpha(model, loader, alpha, run.config.get("ece_bins", 10)))
+    progress(len(settings), len(settings), "done")
+    _store_sweep(run, alphas, rows)
+    return rows
+
+
+def alpha_text(alpha: float | str) -> str:
+    """How an α setting is named on the page: "α=0.005" or "exact λ(C)"."""
+    return "exact λ(C)" if alpha == EXACT else f"α={alpha:g}"
+
+
+def _sweep_key(alphas) -> str:
+    return ",".join(repr(float(a)) for a in alphas)
+
+
+def _read_sweeps(run: Run) -> dict:
+    path = run.path / SWEEP_FILE
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):  # absent, or unreadable: compute again
+        return {}
+    if not isinstance(stored, dict) or stored.get("format") != SWEEP_FORMAT:
+        return {}
+    return stored.get("sweeps", {})
+
+
+def cached_alpha_sweep(run: Run, alphas=ALPHA_GRID) -> list[dict] | None:
+    """The stored sweep of `alphas` for the run's current best epoch, or None."""
+    entry = _read_sweeps(run).get(_sweep_key(alphas))
+    if not isinstance(entry, dict) or entry.get("best_epoch") != run.best_epoch:
+        return None  # the parameters changed since (a run still training)
+    return entry.get("rows")
+
+
+def _store_sweep(run: Run, alphas: list[float], rows: list[dict]) -> None:
+    sweeps = _read_sweeps(run)
+    sweeps[_sweep_key(alphas)] = {"alphas": alphas, "best_epoch": run.best_epoch, "rows": rows}
+    path = run.path / SWEEP_FILE
+    path.parent.mkdir(exist_ok=True)
+    text = json.dumps({"format": SWEEP_FORMAT, "sweeps": sweeps}, indent=2)
+    atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def exact_row(rows: list[dict]) -> dict | None:
+    """The sweep row under the exact λ(C), if the sweep has one."""
+    return next((row for row in rows if row["alpha"] == EXACT), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# kernel runs trained at each α
+
+
+def trained_alpha_rows(runs: list[Run]) -> list[dict]:
+    """One row per kernel run of the store with finished epochs, sorted by group and α.
+
+    Row: alpha (the configured α; the starting value when α trains), accuracy and ece of the best
+    validation epoch, label, run (folder name), group (model · dataset, plus kernels and trainable
+    α when not the defaults: a plot draws one series per group), learned_alpha (per-layer α read
+    from the params for trainable-α runs, else None).
+    """
+    rows = [_trained_row(run) for run in runs if run.config.get("method") == KERNEL and run.metrics]
+    return sorted((row for row in rows if row is not None), key=lambda row: (row["group"], row["alpha"]))
+
+
+def _trained_row(run: Run) -> dict | None:
+    if run.status == "corrupt":
+        return None
+    try:
+        options = kernel_config(run)
+    except ValueError:  # options of another version of the method: not comparable
+        return None
+    best = run.best_metrics
+    return {
+        "alpha": float(options.alpha),
+        "accuracy": best.get("accuracy"),
+        "ece": best.get("ece"),
+        "label": run.label,
+        "run": run.name,
+        "group": _group(run, options),
+        "learned_alpha": learned_alpha(run) if options.alpha_trainable else None,
+    }
+
+
+def _group(run: Run, options: KernelPrefixPropagationConfig) -> str:
+    config = run.config
+    parts = [str(config.get("model", "?")), str(config.get("dataset", "?"))]
+    if (options.kernel, options.sequence_kernel) != ("exp", "exp"):
+        parts.append(f"{options.kernel}/{options.sequence_kernel} kernels")
+    if options.alpha_trainable:
+        parts.append("trainable α")
+    return " · ".join(parts)
+
+
+def learned_alpha(run: Run) -> list[float] | None:
+    """exp(method.log_alpha) from the run's params: the α of every layer, or None if unreadable."""
+    try:
+        log_alpha = run.params().get("method.log_alpha")
+    except RunError:
+        return None
+    return None if log_alpha is None else [float(a) for a in log_alpha.exp()]

@@ -1,0 +1,177 @@
+"""The tiny-attention page: each head's weights, the averaged head, and what averaging cost.
+
+Everything is read from a run's files (params.safetensors, config.json, summary.json): no model
+is built. Per layer and head m (Zhao et al. 2022, appendix A):
+
+    W_Q^(m), W_K^(m), W_V^(m): (D, H)        O^(m): (H, D)
+
+Parameter averaging (eqs. 5–8) keeps one head with the mean W_Q, W_K, W_V and output projection
+M·Ō = Σ_m O^(m). `params.safetensors` holds the weights before averaging; the metrics after
+averaging are in summary.json under "averaged".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from peftviz.runs import Run, RunError
+
+MATRICES = ("query", "key", "value", "out")  # W_Q, W_K, W_V, O
+SYMBOLS = {"query": "W_Q", "key": "W_K", "value": "W_V", "out": "O"}
+
+HeadWeights = dict[str, np.ndarray]  # "query"/"key"/"value": (M, D, H); "out": (M, H, D)
+
+
+def head_shape(run: Run) -> tuple[int, int]:
+    """(M heads, D head size) from the run's method options, with the method's defaults."""
+    from peftviz.methods.tiny_attention import TinyAttentionConfig
+
+    if run.config.get("method") != "tiny-attention":
+        raise RunError(f"run {run.name} is {run.config.get('method', '?')}, not tiny-attention")
+    try:
+        options = TinyAttentionConfig.from_dict(run.config.get("method_options", {}))
+    except (TypeError, ValueError) as err:
+        raise RunError(f"run {run.name}: bad tiny-attention options: {err}") from err
+    return options.n_heads, options.head_dim
+
+
+def _split_layer(stored: dict[str, np.ndarray], n_heads: int, head_dim: int) -> HeadWeights:
+    """One adapter's stored weights, query/key/value (M·D, H) and out (H, M·D), split per head."""
+    hidden = stored["out"].shape[0]
+    split = {name: stored[name].reshape(n_heads, head_dim, hidden) for name in MATRICES[:3]}  # (M, D, H)
+    split["out"] = stored["out"].reshape(hidden, n_heads, head_dim).transpose(1, 0, 2)  # (M, H, D)
+    return split
+
+
+def _layer_weights(params: dict, layer: int) -> dict[str, np.ndarray]:
+    """{"query", "key", "value", "out"} -> the stored 2-D weight of one layer's adapter, float64."""
+    return {name: params[f"method.adapters.{layer}.{name}.weight"].double().numpy() for name in MATRICES}
+
+
+def _check_shapes(run: Run, layer: int, stored: dict[str, np.ndarray], inner: int) -> None:
+    hidden = stored["out"].shape[0]
+    expected = {name: (inner, hidden) for name in MATRICES[:3]} | {"out": (hidden, inner)}
+    for name, shape in expected.items():
+        if stored[name].shape != shape:
+            raise RunError(
+                f"run {run.name}: layer {layer} {name} weight is {stored[name].shape}, "
+                f"the config's heads need {shape}"
+            )
+
+
+def head_weights(run: Run) -> list[HeadWeights]:
+    """Per layer: {"query", "key", "value": (M, D, H), "out": (M, H, D)} as float64 arrays."""
+    n_heads, head_dim = head_shape(run)
+    params = run.params()
+    n_layers = sum(1 for key in params if key.startswith("method.adapters.") and key.endswith(".query.weight"))
+    if n_layers == 0:
+        raise RunError(f"run {run.name}: params.safetensors holds no tiny-attention adapters")
+    layers = []
+    for layer in range(n_layers):
+        try:
+            stored = _layer_weights(params, layer)
+        except KeyError as err:
+            raise RunError(f"run {run.name}: params.safetensors lacks {err.args[0]}") from err
+        _check_shapes(run, layer, stored, n_heads * head_dim)
+        layers.append(_split_layer(stored, n_heads, head_dim))
+    return layers
+
+
+def averaged_head(weights: HeadWeights) -> HeadWeights:
+    """Eqs. 5–8: the same dict with M = 1: mean W_Q, W_K, W_V (1, D, H) and M·Ō = Σ_m O^(m) (1, H, D)."""
+    single = {name: weights[name].mean(axis=0, keepdims=True) for name in MATRICES[:3]}
+    single["out"] = weights["out"].sum(axis=0, keepdims=True)
+    return single
+
+
+def head_vectors(weights: HeadWeights) -> np.ndarray:
+    """(M, 4·D·H): each head's W_Q, W_K, W_V and O flattened and concatenated."""
+    n_heads = weights["query"].shape[0]
+    return np.concatenate([weights[name].reshape(n_heads, -1) for name in MATRICES], axis=1)
+
+
+def head_similarity(weights: HeadWeights) -> np.ndarray:
+    """(M, M) cosine similarity of the heads' concatenated [W_Q; W_K; W_V; O].
+
+    A head that is all zeros has similarity 0 with every head, itself included.
+    """
+    vectors = head_vectors(weights)  # (M, 4·D·H)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)  # (M, 1)
+    unit = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    similarity = unit @ unit.T
+    return np.clip((similarity + similarity.T) / 2, -1.0, 1.0)
+
+
+@dataclass
+class AveragingTable:
+    """Before/after averaging. kind: "averaged", "identity" (one head) or "not averaged"."""
+
+    kind: str
+    note: str
+    rows: list[dict] = field(default_factory=list)  # quantity, before, after, change
+
+    def display_rows(self) -> list[dict]:
+        """The rows as text: metrics to 4 decimals, parameter counts as integers, "–" where missing."""
+        return [
+            {"quantity": row["quantity"], **{col: _display(row[col], row["quantity"], col) for col in COLUMNS}}
+            for row in self.rows
+        ]
+
+
+COLUMNS = ("before", "after", "change")
+
+
+def _display(value: float | None, quantity: str, column: str) -> str:
+    if value is None:
+        return "–"
+    sign = "+" if column == "change" else ""
+    return f"{value:{sign},.0f}" if quantity == "method parameters" else f"{value:{sign}.4f}"
+
+
+def _row(quantity: str, before, after) -> dict:
+    change = after - before if before is not None and after is not None else None
+    return {"quantity": quantity, "before": before, "after": after, "change": change}
+
+
+def _before(run: Run) -> dict:
+    best, test = run.best_metrics, run.summary.get("test", {})
+    return {
+        "validation accuracy": best.get("accuracy"),
+        "validation ECE": best.get("ece"),
+        "test accuracy": test.get("accuracy"),
+        "test ECE": test.get("ece"),
+        "method parameters": run.config.get("parameters", {}).get("method"),
+    }
+
+
+def _after(averaged: dict) -> dict:
+    validation, test = averaged.get("validation", {}), averaged.get("test", {})
+    return {
+        "validation accuracy": validation.get("accuracy"),
+        "validation ECE": validation.get("ece"),
+        "test accuracy": test.get("accuracy"),
+        "test ECE": test.get("ece"),
+        "method parameters": averaged.get("parameters", {}).get("method"),
+    }
+
+
+def averaging_table(run: Run) -> AveragingTable:
+    """Validation/test accuracy and ECE and method parameters, before and after head averaging.
+
+    Before: the best epoch's validation metrics and summary["test"]. After: summary["averaged"].
+    A one-head run is its own average, so "after" repeats "before".
+    """
+    n_heads, _ = head_shape(run)
+    before = _before(run)
+    averaged = run.summary.get("averaged")
+    if n_heads == 1:
+        kind, note, after = "identity", "One head: averaging is the identity, so nothing changes.", before
+    elif averaged:
+        kind, after = "averaged", _after(averaged)
+        note = f"{n_heads} heads averaged into one after training (eqs. 5–8)."
+    else:
+        kind, after = "not averaged", dict.fromkeys(before)
+        note = f"{n_heads} heads, but this run was not evaluated after averaging (train with average_heads)."
+    return AveragingTable(kind, note, [_row(quantity, before[quantity], after[quantity]) for quantity in before])

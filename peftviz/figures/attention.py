@@ -1,0 +1,122 @@
+"""Figures of the Attention page: small plotly heatmaps and lines built from peftviz.analysis.attention.
+
+Every builder takes arrays the analysis already reduced, and refuses more than MAX_ROWS ×
+MAX_COLUMNS cells, so a figure never carries a whole document's L × L attention.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from peftviz.analysis.attention import MAX_COLUMNS, MAX_ROWS, MassProfile, PrefixRows
+
+COLOURS = "Viridis"
+ROW_PX = 16  # height of one token row
+
+
+def _check_cells(matrix: np.ndarray) -> None:
+    rows, columns = matrix.shape
+    if rows > MAX_ROWS or columns > MAX_COLUMNS:
+        raise ValueError(f"{rows} × {columns} cells is too many to draw; at most {MAX_ROWS} × {MAX_COLUMNS}")
+
+
+def _label_axis(labels: list[str], angle: int = 0) -> dict:
+    """A categorical axis by index, so repeated tokens stay separate columns, with the labels as ticks."""
+    return dict(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels, tickangle=angle, tickfont_size=10)
+
+
+def prefix_mass_grid_figure(grid: np.ndarray, title: str = "Prefix mass λ(C) per layer and head") -> go.Figure:
+    """Layer × head heatmap of prefix mass (layers × heads), annotated, on a fixed 0–1 colour scale."""
+    n_layers, n_heads = grid.shape
+    heatmap = go.Heatmap(
+        z=grid,
+        x=[f"H{h + 1}" for h in range(n_heads)],
+        y=[f"L{layer + 1}" for layer in range(n_layers)],
+        zmin=0,
+        zmax=1,
+        colorscale=COLOURS,
+        text=np.round(grid, 2),
+        texttemplate="%{text:.2f}",
+        hovertemplate="layer %{y}, head %{x}: λ = %{z:.3f}<extra></extra>",
+        colorbar=dict(title="λ"),
+    )
+    fig = go.Figure(heatmap)
+    fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer", height=140 + 36 * n_layers)
+    return fig
+
+
+def token_heatmap_figure(
+    matrix: np.ndarray, row_labels: list[str], col_labels: list[str], n_prefix_keys: int = 0, title: str = ""
+) -> go.Figure:
+    """Query tokens (rows) × [prefix keys P1..Pj; nearby key tokens] (columns) of one head.
+
+    Axis ticks are the token strings; a line separates the prefix keys from the text keys.
+    """
+    _check_cells(matrix)
+    rows, columns = matrix.shape
+    hover = np.array([[f"{q} → {k}" for k in col_labels] for q in row_labels])  # (rows, columns)
+    heatmap = go.Heatmap(
+        z=matrix,
+        x=list(range(columns)),
+        y=list(range(rows)),
+        zmin=0,
+        colorscale=COLOURS,
+        customdata=hover,
+        hovertemplate="%{customdata}: %{z:.3f}<extra></extra>",
+        colorbar=dict(title="weight"),
+    )
+    fig = go.Figure(heatmap)
+    if n_prefix_keys:
+        fig.add_vline(x=n_prefix_keys - 0.5, line_color="white", line_width=2)
+    fig.update_layout(
+        title=title,
+        xaxis=dict(_label_axis(col_labels, -90), title="keys"),
+        yaxis=dict(_label_axis(row_labels), title="queries", autorange="reversed"),
+        height=160 + ROW_PX * rows,
+    )
+    return fig
+
+
+def prefix_rows_figure(rows: PrefixRows, title: str = "What the prefix positions attend to") -> go.Figure:
+    """Prefix positions (rows) × [each prefix key; text buckets] (columns); hover lists the top tokens."""
+    matrix = np.concatenate([rows.to_prefixes, rows.to_buckets], axis=1)  # (j, j + n_buckets)
+    _check_cells(matrix)
+    columns = rows.labels + rows.bucket_labels
+    top = ["<br>".join(f"{token} @{pos}: {w:.2f}" for pos, token, w in row) for row in rows.top_tokens]
+    hover = np.array([[top[r]] * len(columns) for r in range(len(rows.labels))])  # (j, columns)
+    heatmap = go.Heatmap(
+        z=matrix,
+        x=list(range(len(columns))),
+        y=list(range(len(rows.labels))),
+        zmin=0,
+        colorscale=COLOURS,
+        customdata=hover,
+        hovertemplate="%{z:.3f}<br>top tokens:<br>%{customdata}<extra></extra>",
+        colorbar=dict(title="share"),
+    )
+    fig = go.Figure(heatmap)
+    fig.add_vline(x=len(rows.labels) - 0.5, line_color="white", line_width=2)
+    fig.update_layout(
+        title=title,
+        xaxis=dict(_label_axis(columns, -60), title="prefix keys, then text tokens by position"),
+        yaxis=dict(_label_axis(rows.labels), title="prefix position", autorange="reversed"),
+        height=200 + 22 * len(rows.labels),
+    )
+    return fig
+
+
+def prefix_mass_profile_figure(profile: MassProfile, title: str = "Prefix mass along the document") -> go.Figure:
+    """One line per layer: prefix mass averaged over heads and over each bucket's query tokens."""
+    fig = go.Figure()
+    for layer, mass in enumerate(profile.mass):
+        fig.add_trace(
+            go.Scatter(x=profile.starts, y=mass, mode="lines+markers", name=f"layer {layer + 1}", line_shape="hv")
+        )
+    fig.update_layout(
+        title=f"{title} (buckets of {profile.size} tokens)",
+        xaxis_title="query token position (bucket start)",
+        yaxis=dict(title="λ, mean over heads", rangemode="tozero"),
+        height=360,
+    )
+    return fig

@@ -1,0 +1,336 @@
+"""The Attention page: its analysis on tiny models, its figures' data, and the page on the smoke store."""
+
+import base64
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from peftviz import build_classifier, load_encoder
+from peftviz.analysis import attention as analysis
+from peftviz.figures import attention as figures
+from peftviz.runs import list_runs
+from peftviz.train import load_trained
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "pages/3_Attention.py")
+J = 4  # prefix length of the unit-test models
+WORDS = "the quick brown fox jumps over the lazy dog while markets in london closed higher on friday".split()
+LONG_TEXT = " ".join(WORDS[i % len(WORDS)] for i in range(400))  # 400+ tokens
+
+
+@pytest.fixture(scope="module")
+def tiny_models():
+    """method -> (model, tokenizer): tiny random 2-layer, 4-head BERTs with MiniLM's tokenizer."""
+    models = {}
+    for method, options in [
+        ("prefix-propagation", {"prefix_length": J}),
+        ("prefix-tuning", {"prefix_length": J}),
+        ("kernel-prefix-propagation", {"prefix_length": J, "alpha": 0.5}),
+        ("fine-tuning", {}),
+    ]:
+        encoder, tokenizer = load_encoder("tiny-bert")
+        torch.manual_seed(1)
+        models[method] = (build_classifier(encoder, method, 3, options).eval(), tokenizer)
+    return models
+
+
+@pytest.fixture(scope="module")
+def long_doc(tiny_models):
+    model, tokenizer = tiny_models["prefix-propagation"]
+    return analysis.document_attention(model, tokenizer, LONG_TEXT, 512)
+
+
+def recorded(model, tokenizer, text, max_length):
+    """The model's own recorded attention, per layer (H, Tq, Tk), without the analysis module."""
+    batch = tokenizer(text, truncation=True, max_length=max_length, return_tensors="pt")
+    with torch.no_grad():
+        out = model(batch["input_ids"], batch["attention_mask"], output_attentions=True)
+    return [a[0] for a in out.attentions]
+
+
+# ---------------------------------------------------------------------------------------------
+# analysis
+
+
+def test_document_shapes_for_each_method(tiny_models):
+    expected = {  # method -> (prefix keys, prefix queries)
+        "prefix-propagation": (J, J),
+        "kernel-prefix-propagation": (J, J),
+        "prefix-tuning": (J, 0),
+        "fine-tuning": (0, 0),
+    }
+    for method, (keys, queries) in expected.items():
+        model, tokenizer = tiny_models[method]
+        doc = analysis.document_attention(model, tokenizer, "a short document about markets", 32)
+        T = doc.n_tokens
+        assert (doc.n_prefix_keys, doc.n_prefix_queries) == (keys, queries), method
+        assert doc.tokens[0] == "[CLS]" and doc.tokens[-1] == "[SEP]"
+        assert (doc.n_layers, doc.n_heads) == (2, 4)
+        assert all(a.shape == (4, queries + T, keys + T) and a.dtype == torch.float32 for a in doc.attentions)
+        assert doc.probs.shape == (3,) and np.isclose(doc.probs.sum(), 1, atol=1e-5)
+
+
+def test_grid_is_the_prefix_mass_of_the_recorded_attention(tiny_models, long_doc):
+    model, tokenizer = tiny_models["prefix-propagation"]
+    direct = np.stack(
+        [a[:, J:, :J].sum(-1).mean(-1).numpy() for a in recorded(model, tokenizer, LONG_TEXT, 512)]
+    )  # (L, H): mean over text queries of their mass on the prefix keys
+    grid = analysis.prefix_mass_grid(long_doc)
+    assert grid.shape == (2, 4)
+    np.testing.assert_allclose(grid, direct, atol=1e-6)
+    assert 0 < grid.min() and grid.max() < 1
+
+
+def test_grid_for_prefix_tuning_and_fine_tuning(tiny_models):
+    text = "shares in the bank rose after the results"
+    model, tokenizer = tiny_models["prefix-tuning"]
+    direct = np.stack([a[:, :, :J].sum(-1).mean(-1).numpy() for a in recorded(model, tokenizer, text, 32)])
+    doc = analysis.document_attention(model, tokenizer, text, 32)
+    np.testing.assert_allclose(analysis.prefix_mass_grid(doc), direct, atol=1e-6)
+    model, tokenizer = tiny_models["fine-tuning"]
+    doc = analysis.document_attention(model, tokenizer, text, 32)
+    assert np.array_equal(analysis.prefix_mass_grid(doc), np.zeros((2, 4)))
+
+
+def test_kernel_grid_is_the_prefix_share_of_the_mixing_weights(tiny_models):
+    model, tokenizer = tiny_models["kernel-prefix-propagation"]
+    text = "the film won three awards at the festival"
+    layers = recorded(model, tokenizer, text, 32)
+    text_rows = [a[:, J:] for a in layers]  # (H, T, j + T)
+    assert torch.allclose(text_rows[0].sum(-1), torch.tensor(1.5), atol=1e-5)  # rows sum to 1 + α
+    direct = np.stack([(r[..., :J].sum(-1) / r.sum(-1)).mean(-1).numpy() for r in text_rows])
+    doc = analysis.document_attention(model, tokenizer, text, 32)
+    np.testing.assert_allclose(analysis.prefix_mass_grid(doc), direct, atol=1e-6)
+
+
+def test_token_window_of_a_long_document(long_doc):
+    T = long_doc.n_tokens
+    assert 300 < T <= 512
+    matrix, row_labels, col_labels = analysis.token_window(long_doc, 1, 2, start=200, rows=40, context=20)
+    assert matrix.shape == (40, J + 80)
+    assert row_labels == long_doc.tokens[200:240]
+    assert col_labels == ["P1", "P2", "P3", "P4"] + long_doc.tokens[180:260]
+    full = long_doc.attentions[1][2]  # (j + T, j + T)
+    rows = full[J + 200 : J + 240]
+    np.testing.assert_allclose(matrix[:, :J], rows[:, :J].numpy(), atol=1e-7)
+    np.testing.assert_allclose(matrix[:, J:], rows[:, J + 180 : J + 260].numpy(), atol=1e-7)
+
+
+def test_token_window_stays_bounded(long_doc):
+    T = long_doc.n_tokens
+    matrix, row_labels, col_labels = analysis.token_window(long_doc, 0, 0, start=100, rows=500, context=1000)
+    assert matrix.shape[0] == len(row_labels) == analysis.MAX_ROWS
+    assert matrix.shape[1] == len(col_labels) <= analysis.MAX_COLUMNS
+    matrix, row_labels, col_labels = analysis.token_window(long_doc, 0, 0, start=T - 3, rows=10, context=5)
+    assert row_labels == long_doc.tokens[T - 3 :]
+    assert col_labels[J:] == long_doc.tokens[T - 8 :]
+    assert matrix.shape == (3, J + 8)
+
+
+def test_prefix_rows(long_doc, tiny_models):
+    rows = analysis.prefix_rows(long_doc, 1, 3, top_k=5)
+    assert rows.labels == ["P1", "P2", "P3", "P4"]
+    assert rows.to_prefixes.shape == (J, J)
+    assert rows.to_buckets.shape == (J, len(rows.bucket_labels)) and len(rows.bucket_labels) <= analysis.MAX_BUCKETS
+    np.testing.assert_allclose(rows.to_prefixes.sum(1) + rows.to_buckets.sum(1), 1, atol=1e-5)
+    np.testing.assert_allclose(rows.prefix_mass, rows.to_prefixes.sum(1), atol=1e-6)
+    full = long_doc.attentions[1][3]  # (j + T, j + T)
+    for p, top in enumerate(rows.top_tokens):
+        weights = [w for _, _, w in top]
+        assert len(top) == 5 and weights == sorted(weights, reverse=True)
+        for pos, token, weight in top:
+            assert token == long_doc.tokens[pos]
+            assert weight == pytest.approx(float(full[p, J + pos]), abs=1e-6)
+    assert [r["prefix"] for r in analysis.top_tokens_table(rows)] == rows.labels
+    model, tokenizer = tiny_models["prefix-tuning"]
+    with pytest.raises(ValueError, match="no prefix positions"):
+        analysis.prefix_rows(analysis.document_attention(model, tokenizer, "a text", 32), 0, 0)
+
+
+def test_prefix_mass_profile(long_doc):
+    profile = analysis.prefix_mass_profile(long_doc)
+    n_buckets = len(profile.starts)
+    assert n_buckets <= analysis.MAX_BUCKETS and profile.mass.shape == (2, n_buckets)
+    assert profile.starts[-1] < long_doc.n_tokens <= profile.starts[-1] + profile.size
+    one_bucket = analysis.prefix_mass_profile(long_doc, bucket=long_doc.n_tokens)
+    np.testing.assert_allclose(one_bucket.mass[:, 0], analysis.prefix_mass_grid(long_doc).mean(1), atol=1e-6)
+
+
+def test_a_2048_token_document_is_reduced_before_drawing():
+    T, j = 2048, 4
+    torch.manual_seed(0)
+    weights = torch.rand(1, j + T, j + T).softmax(-1)  # (H, j + T, j + T), one head
+    doc = analysis.DocumentAttention([f"w{i}" for i in range(T)], j, j, [weights], np.ones(2) / 2)
+    assert analysis.prefix_mass_grid(doc).shape == (1, 1)
+    assert analysis.prefix_mass_profile(doc).mass.shape == (1, analysis.MAX_BUCKETS)
+    matrix, _, _ = analysis.token_window(doc, 0, 0, 1500, 64, 200)
+    assert matrix.shape[0] <= analysis.MAX_ROWS and matrix.shape[1] <= analysis.MAX_COLUMNS
+    assert analysis.prefix_rows(doc, 0, 0).to_buckets.shape == (j, analysis.MAX_BUCKETS)
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+
+def test_grid_figure(long_doc):
+    grid = analysis.prefix_mass_grid(long_doc)
+    trace = figures.prefix_mass_grid_figure(grid).data[0]
+    np.testing.assert_array_equal(trace.z, grid)
+    assert (trace.zmin, trace.zmax) == (0, 1)
+    assert list(trace.x) == ["H1", "H2", "H3", "H4"] and list(trace.y) == ["L1", "L2"]
+    np.testing.assert_allclose(np.asarray(trace.text, dtype=float), np.round(grid, 2))
+
+
+def test_token_heatmap_figure(long_doc):
+    matrix, row_labels, col_labels = analysis.token_window(long_doc, 0, 1, 50, 16, 8)
+    fig = figures.token_heatmap_figure(matrix, row_labels, col_labels, J)
+    np.testing.assert_array_equal(fig.data[0].z, matrix)
+    assert list(fig.layout.xaxis.ticktext) == col_labels and list(fig.layout.yaxis.ticktext) == row_labels
+    assert list(fig.layout.xaxis.tickvals) == list(range(len(col_labels)))  # repeated tokens stay apart
+    assert fig.data[0].customdata[0][0] == f"{row_labels[0]} → P1"
+    with pytest.raises(ValueError, match="too many"):
+        figures.token_heatmap_figure(np.zeros((65, 10)), ["t"] * 65, ["k"] * 10)
+
+
+def test_prefix_rows_and_profile_figures(long_doc):
+    rows = analysis.prefix_rows(long_doc, 0, 0)
+    fig = figures.prefix_rows_figure(rows)
+    np.testing.assert_array_equal(fig.data[0].z, np.concatenate([rows.to_prefixes, rows.to_buckets], axis=1))
+    assert list(fig.layout.xaxis.ticktext) == rows.labels + rows.bucket_labels
+    assert list(fig.layout.yaxis.ticktext) == rows.labels
+    profile = analysis.prefix_mass_profile(long_doc)
+    fig = figures.prefix_mass_profile_figure(profile)
+    assert len(fig.data) == 2
+    for trace, mass in zip(fig.data, profile.mass):
+        np.testing.assert_array_equal(trace.y, mass)
+        np.testing.assert_array_equal(trace.x, profile.starts)
+
+
+# ---------------------------------------------------------------------------------------------
+# the page
+
+
+def decode(value) -> np.ndarray:
+    """A plotly JSON array: a list, or a typed array {"dtype", "bdata", "shape"}."""
+    if isinstance(value, dict):
+        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        return array.reshape([int(n) for n in str(value.get("shape", len(array))).split(",")])
+    return np.asarray(value)
+
+
+def charts(at) -> dict[str, dict]:
+    """The page's plotly charts by the start of their title: {"Prefix mass λ": spec, "Layer": spec, ...}."""
+    found = {}
+    for element in at.get("plotly_chart"):
+        spec = json.loads(element.proto.spec)
+        title = spec["layout"]["title"]["text"]
+        found[title.split(" ")[0] if title.startswith("Layer") else title.split(" (")[0]] = spec
+    return found
+
+
+def select_run(at, label: str) -> None:
+    box = at.selectbox(key="attention_run")
+    box.select_index(next(i for i, option in enumerate(box.options) if option.startswith(f"{label} ·"))).run()
+
+
+def widget(elements, label: str):
+    return next(e for e in elements if e.label.startswith(label))
+
+
+def assert_clean(at) -> None:
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_page_on_a_prefix_propagation_run(app_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert_clean(at)
+    select_run(at, "prefix-propagation")
+    assert_clean(at)
+    shown = charts(at)
+    assert set(shown) == {"Prefix mass λ(C) per layer and head", "Prefix mass along the document", "Layer",
+                          "What the prefix positions attend to"}  # fmt: skip
+    grid_before = decode(shown["Prefix mass λ(C) per layer and head"]["data"][0]["z"])
+    tokens_before = decode(shown["Layer"]["data"][0]["z"])
+    assert grid_before.shape == (2, 4)
+
+    widget(at.selectbox, "Layer").select_index(1)
+    widget(at.selectbox, "Head").select_index(2)
+    widget(at.selectbox, "Validation document").select_index(4)
+    at.run()
+    assert_clean(at)
+    shown = charts(at)
+    grid = decode(shown["Prefix mass λ(C) per layer and head"]["data"][0]["z"])
+    heatmap = shown["Layer"]
+    tokens = decode(heatmap["data"][0]["z"])
+    assert grid.shape == (2, 4) and not np.allclose(grid, grid_before)
+    assert not np.array_equal(tokens, tokens_before)
+    assert heatmap["layout"]["title"]["text"].startswith("Layer 2, head 3")
+
+    run = next(r for r in list_runs(app_store) if r.label == "prefix-propagation")
+    j = run_prefix_length(run)
+    model, tokenizer = load_trained(run)
+    doc = analysis.document_attention(model, tokenizer, analysis.validation_documents(run)[4], run.config["max_length"])
+    np.testing.assert_allclose(grid, analysis.prefix_mass_grid(doc), atol=1e-6)
+    matrix, row_labels, col_labels = analysis.token_window(doc, 1, 2, 0, 32, 32)
+    np.testing.assert_allclose(tokens, matrix, atol=1e-6)
+    assert tokens.shape == (min(32, doc.n_tokens), j + doc.n_tokens)
+    assert heatmap["layout"]["xaxis"]["ticktext"] == col_labels
+    assert heatmap["layout"]["yaxis"]["ticktext"] == row_labels
+    assert col_labels[:j] == [f"P{i + 1}" for i in range(j)]
+    prefix_z = decode(shown["What the prefix positions attend to"]["data"][0]["z"])
+    assert prefix_z.shape[0] == j
+    assert len(at.dataframe) == 1
+
+
+def run_prefix_length(run) -> int:
+    from peftviz.methods import METHODS
+
+    return METHODS[run.config["method"]].config_class.from_dict(run.config["method_options"]).prefix_length
+
+
+def test_page_window_slider_moves_the_window(app_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    select_run(at, "kernel-prefix-propagation")
+    widget(at.slider, "Window start").set_value(10)
+    widget(at.slider, "Rows").set_value(5)
+    at.run()
+    assert_clean(at)
+    heatmap = charts(at)["Layer"]
+    assert decode(heatmap["data"][0]["z"]).shape[0] == 5
+    assert "tokens 10–14" in heatmap["layout"]["title"]["text"]
+    assert any("1 + α" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("label", ["fine-tuning", "tiny-attention 1H"])
+def test_page_without_prefixes_says_so_and_draws_the_tokens(app_store, label):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    select_run(at, label)
+    assert_clean(at)
+    assert any("no prefix keys" in i.value for i in at.info)
+    shown = charts(at)
+    assert list(shown) == ["Layer"]
+    assert "P1" not in shown["Layer"]["layout"]["xaxis"]["ticktext"]
+
+
+def test_page_on_an_empty_store(empty_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception
+    assert at.info and not at.get("plotly_chart")
+
+
+def test_page_on_a_run_with_broken_params(smoke_store, tmp_path, monkeypatch):
+    source = next(r for r in list_runs(smoke_store) if r.label == "prefix-propagation")
+    broken = tmp_path / "runs" / source.name
+    shutil.copytree(source.path, broken)
+    (broken / "params.safetensors").write_bytes(b"not a safetensors file")
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception
+    assert len(at.error) == 1 and "params.safetensors" in at.error[0].value
+    assert not at.get("plotly_chart")

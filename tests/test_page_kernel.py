@@ -1,0 +1,333 @@
+"""The Kernel page: λ(C), the α sweep and its cache, the kernel runs trained at α, figures, the page."""
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+from streamlit.testing.v1 import AppTest
+
+from peftviz import build_classifier, load_encoder
+from peftviz.analysis import kernel
+from peftviz.config import alpha_grid
+from peftviz.figures import kernel as figures
+from peftviz.jobs import JobManager
+from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID
+from peftviz.runs import list_runs, load_run
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "pages/4_Kernel.py")
+J = 4
+TEXTS = ["a short one", "a somewhat longer text with quite a few more words in it than the others", "middle length"]
+SMOKE_KERNEL_ALPHAS = [1e-3, 1e-2, 4e-2]
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture(scope="module")
+def tiny_pair():
+    """A prefix-propagation model on the tiny BERT with its tokenizer, and a kernel model with its parameters."""
+    encoder, tokenizer = load_encoder("tiny-bert")
+    torch.manual_seed(1)
+    propagation = build_classifier(encoder, "prefix-propagation", 3, {"prefix_length": J}).eval()
+    kernel_encoder, _ = load_encoder("tiny-bert")
+    kernel_model = build_classifier(kernel_encoder, "kernel-prefix-propagation", 3, {"prefix_length": J}).eval()
+    kernel_model.load_state_dict(propagation.state_dict(), strict=False)
+    return propagation, kernel_model, tokenizer
+
+
+@pytest.fixture
+def smoke_runs(smoke_store, tmp_path):
+    """A private copy of the smoke store (sweeps write into run folders): label -> run."""
+    store = tmp_path / "runs"
+    shutil.copytree(smoke_store, store, ignore=shutil.ignore_patterns("analysis"))
+    return {run.label: run for run in list_runs(store)}
+
+
+@pytest.fixture
+def kernel_store(app_store, tmp_path, monkeypatch):
+    """The app pointed at a private copy of the smoke store, so the page's sweep starts uncached."""
+    store = tmp_path / "runs"
+    shutil.copytree(app_store, store, ignore=shutil.ignore_patterns("analysis"))
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(store))
+    return store
+
+
+def per_document_lambda(model, tokenizer, texts, max_length):
+    """λ(C) written out one unpadded document at a time: (L, H, N)."""
+    pieces = []
+    for text in texts:
+        batch = tokenizer([text], truncation=True, max_length=max_length, return_tensors="pt")
+        with torch.no_grad():
+            out = model(batch["input_ids"], batch["attention_mask"], output_attentions=True)
+        pieces.append(torch.stack([a[0, :, J:, :J].sum(-1) for a in out.attentions]))  # (L, H, T_i)
+    return torch.cat(pieces, dim=-1).numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# λ(C)
+
+
+def test_lambda_distribution_is_the_recorded_prefix_mass_of_text_queries(tiny_pair):
+    propagation, _, tokenizer = tiny_pair
+    lam = kernel.lambda_distribution(propagation, tokenizer, TEXTS, max_length=12)  # the long text truncates
+    n_tokens = sum(min(12, len(tokenizer(t)["input_ids"])) for t in TEXTS)
+    assert lam.shape == (2, 4, n_tokens)
+    assert ((lam >= 0) & (lam <= 1)).all()
+    np.testing.assert_allclose(lam, per_document_lambda(propagation, tokenizer, TEXTS, 12), atol=1e-5)
+    assert lam.std() > 1e-3  # varies over queries
+
+
+def test_lambda_of_a_kernel_model_is_its_softmax_mass_not_alpha(tiny_pair):
+    propagation, kernel_model, tokenizer = tiny_pair
+    lam = kernel.lambda_distribution(kernel_model, tokenizer, TEXTS, max_length=32)
+    np.testing.assert_allclose(lam, kernel.lambda_distribution(propagation, tokenizer, TEXTS, 32), atol=1e-5)
+    assert np.abs(lam - 5e-3).max() > 1e-2  # not the fixed α the kernel model was built with
+    assert kernel_model.method.alpha_override is None  # restored
+
+
+def test_lambda_summary_rows_are_ordered_quantiles():
+    lam = np.random.default_rng(0).uniform(size=(3, 2, 50))
+    rows = kernel.lambda_summary(lam)
+    pooled = [row for row in rows if row["head"] is None]
+    assert [row["layer"] for row in pooled] == [0, 1, 2] and len(rows) == 3 + 3 * 2
+    for row in rows:
+        assert row["q05"] <= row["q25"] <= row["median"] <= row["q75"] <= row["q95"]
+    assert pooled[1]["median"] == pytest.approx(np.median(lam[1]))
+    assert pooled[1]["n"] == 100
+
+
+# ---------------------------------------------------------------------------------------------
+# the α sweep
+
+
+def test_alpha_sweep_exact_row_reproduces_prefix_propagation_and_is_cached(smoke_runs, monkeypatch):
+    run = smoke_runs["prefix-propagation"]
+    evaluations, events = [], []
+    evaluate = kernel.evaluate_under_alpha
+
+    def counting(model, loader, alpha, n_bins):
+        evaluations.append(alpha)
+        return evaluate(model, loader, alpha, n_bins)
+
+    monkeypatch.setattr(kernel, "evaluate_under_alpha", counting)
+    rows = kernel.alpha_sweep(run, progress=lambda *event: events.append(event))
+
+    assert [row["alpha"] for row in rows] == [*ALPHA_GRID, "exact"]
+    exact, stored = kernel.exact_row(rows), run.best_metrics
+    assert exact["accuracy"] == stored["accuracy"]
+    assert exact["nll"] == pytest.approx(stored["nll"], abs=1e-5)
+    assert exact["ece"] == pytest.approx(stored["ece"], abs=1e-4)
+    assert evaluations == [*ALPHA_GRID, "exact"]
+    assert events[0][:2] == (0, 7) and events[-1][:2] == (7, 7)
+
+    stored_file = json.loads((run.path / kernel.SWEEP_FILE).read_text())
+    assert next(iter(stored_file["sweeps"].values()))["rows"] == rows
+    assert kernel.alpha_sweep(load_run(run.path)) == rows  # read back: no evaluation
+    assert kernel.cached_alpha_sweep(run) == rows
+    assert len(evaluations) == 7
+
+    kernel.alpha_sweep(run, (2e-3,))  # another α list is another entry
+    assert len(evaluations) == 9 and len(json.loads((run.path / kernel.SWEEP_FILE).read_text())["sweeps"]) == 2
+    assert kernel.cached_alpha_sweep(run) == rows
+
+
+def test_alpha_sweep_metrics_differ_between_alphas(smoke_runs):
+    rows = kernel.alpha_sweep(smoke_runs["prefix-propagation"])
+    nlls = [row["nll"] for row in rows]
+    assert len(set(nlls)) == len(nlls)
+    assert max(nlls) - min(nlls) > 1e-6  # the smoke model is barely trained: small but real
+
+
+def test_kernel_run_swept_at_its_own_alpha_reproduces_its_stored_accuracy(smoke_runs):
+    run = smoke_runs["kernel α=0.01"]
+    rows = kernel.alpha_sweep(run)
+    at_own_alpha = next(row for row in rows if row["alpha"] == 1e-2)
+    assert at_own_alpha["accuracy"] == run.best_metrics["accuracy"]
+    assert at_own_alpha["nll"] == pytest.approx(run.best_metrics["nll"], abs=1e-5)
+
+
+def test_alpha_sweep_refuses_other_methods(smoke_runs):
+    with pytest.raises(ValueError, match="prefix-propagation or kernel"):
+        kernel.alpha_sweep(smoke_runs["prefix-tuning"])
+
+
+# ---------------------------------------------------------------------------------------------
+# kernel runs trained at α
+
+
+def test_trained_alpha_rows_are_the_smoke_kernel_runs_sorted_by_alpha(smoke_store):
+    runs = list_runs(smoke_store)
+    rows = kernel.trained_alpha_rows(runs)
+    grid_rows = [row for row in rows if row["label"].startswith("kernel α=")]
+    assert [row["alpha"] for row in grid_rows] == SMOKE_KERNEL_ALPHAS
+    assert [row["label"] for row in grid_rows] == ["kernel α=0.001", "kernel α=0.01", "kernel α=0.04"]
+    assert [row["alpha"] for row in rows] == sorted(row["alpha"] for row in rows)
+    default = next(row for row in rows if row["label"] == "kernel-prefix-propagation")
+    assert default["alpha"] == 5e-3  # the method's default α
+    by_name = {run.name: run for run in runs}
+    for row in rows:
+        assert row["accuracy"] == by_name[row["run"]].best_metrics["accuracy"]
+        assert row["ece"] == by_name[row["run"]].best_metrics["ece"]
+        assert row["learned_alpha"] is None
+    assert len({row["group"] for row in rows}) == 1
+
+
+def test_trained_alpha_rows_report_learned_alpha_of_trainable_runs(smoke_runs):
+    run = smoke_runs["kernel α=0.01"]
+    config = json.loads((run.path / "config.json").read_text())
+    config["method_options"]["alpha_trainable"] = True
+    (run.path / "config.json").write_text(json.dumps(config))
+    params = run.params()
+    params["method.log_alpha"] = torch.log(torch.tensor([0.02, 0.03]))
+    save_file(params, str(run.params_path))
+
+    row = next(row for row in kernel.trained_alpha_rows([load_run(run.path)]))
+    assert row["alpha"] == 1e-2 and row["group"].endswith("trainable α")
+    assert row["learned_alpha"] == pytest.approx([0.02, 0.03])
+
+
+def test_grid_button_trains_the_quick_alpha_grid():
+    configs = kernel.grid_configs()
+    assert configs == alpha_grid("quick")
+    assert [config.method_options["alpha"] for config in configs] == list(ALPHA_GRID)
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+
+def fake_sweep():
+    rows = [{"alpha": a, "accuracy": 0.5 + i / 100, "ece": 0.1 - i / 100, "nll": 1.0} for i, a in enumerate(ALPHA_GRID)]
+    return rows + [{"alpha": "exact", "accuracy": 0.9, "ece": 0.02, "nll": 0.5}]
+
+
+def fake_trained():
+    fixed = {"ece": 0.05, "group": "g", "learned_alpha": None}
+    return [
+        {"alpha": a, "accuracy": 0.6 + a, "label": f"k{a}", "run": f"r{a}", **fixed} for a in SMOKE_KERNEL_ALPHAS
+    ] + [{"alpha": 0.02, "accuracy": 0.7, "ece": 0.04, "label": "t", "run": "t", "group": "g · trainable α",
+          "learned_alpha": [0.01, 0.03]}]  # fmt: skip
+
+
+def test_alpha_figure_shows_the_sweep_the_trained_points_and_the_exact_line():
+    fig = figures.alpha_figure(fake_sweep(), fake_trained(), "pp")
+    sweep = [trace for trace in fig.data if trace.name.startswith(figures.SWEEP_NAME)]
+    assert [list(trace.x) for trace in sweep] == [list(ALPHA_GRID)] * 2
+    assert list(sweep[0].y) == [row["accuracy"] for row in fake_sweep()[:-1]]
+    assert list(sweep[1].y) == [row["ece"] for row in fake_sweep()[:-1]]
+    trained = [trace for trace in fig.data if trace.name.startswith(figures.TRAINED_NAME)]
+    assert len(trained) == 4  # two groups, two panels
+    assert list(trained[0].x) == SMOKE_KERNEL_ALPHAS
+    assert list(trained[0].y) == [0.6 + a for a in SMOKE_KERNEL_ALPHAS]
+    assert "learned α per layer: 0.01, 0.03" in trained[2].text[0]
+    assert fig.layout.xaxis.type == fig.layout.xaxis2.type == "log"
+    assert sorted(shape.y0 for shape in fig.layout.shapes) == [0.02, 0.9]  # exact ECE and accuracy
+
+
+def test_alpha_figure_without_a_sweep_has_only_trained_points():
+    fig = figures.alpha_figure(None, fake_trained()[:3])
+    assert all(trace.name.startswith(figures.TRAINED_NAME) for trace in fig.data)
+    assert not fig.layout.shapes
+
+
+def test_lambda_figure_draws_one_box_per_layer_or_per_head():
+    rows = kernel.lambda_summary(np.random.default_rng(0).uniform(0, 0.5, size=(2, 4, 30)))
+    pooled = figures.lambda_figure(rows)
+    assert len(pooled.data) == 1 and list(pooled.data[0].x) == ["layer 1", "layer 2"]
+    assert list(pooled.data[0].median) == [row["median"] for row in rows if row["head"] is None]
+    assert len(figures.lambda_figure(rows, per_head=True).data) == 4
+    with_alpha = figures.lambda_figure(rows, alpha=0.01)
+    assert any(shape.y0 == 0.01 for shape in with_alpha.layout.shapes)
+
+
+# ---------------------------------------------------------------------------------------------
+# the page
+
+
+def charts(at) -> list[list[dict]]:
+    return [json.loads(element.proto.spec)["data"] for element in at.get("plotly_chart")]
+
+
+def traces_named(at, prefix: str) -> list[dict]:
+    return [trace for data in charts(at) for trace in data if trace.get("name", "").startswith(prefix)]
+
+
+def test_page_shows_lambda_and_trained_alpha_and_evaluates_the_sweep(kernel_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="kernel_run").value.config["method"] == "prefix-propagation"
+    lambda_data, alpha_data = charts(at)
+    assert lambda_data[0]["type"] == "box" and lambda_data[0]["x"] == ["layer 1", "layer 2"]
+    assert all(0 <= m <= 1 for m in lambda_data[0]["median"])
+    trained_x = traces_named(at, figures.TRAINED_NAME)[0]["x"]
+    assert trained_x == [1e-3, 5e-3, 1e-2, 4e-2]
+    assert not traces_named(at, figures.SWEEP_NAME)
+
+    started = time.perf_counter()
+    at.run()
+    print(f"second render: {time.perf_counter() - started:.2f} s")
+    assert time.perf_counter() - started < 3.0
+
+    at.button(key="kernel_sweep").click().run()
+    assert not at.exception and not at.error
+    sweep = traces_named(at, figures.SWEEP_NAME)
+    assert [trace["x"] for trace in sweep] == [list(ALPHA_GRID)] * 2
+    run = at.selectbox(key="kernel_run").value
+    assert sweep[0]["y"] == [row["accuracy"] for row in kernel.cached_alpha_sweep(run)[:-1]]
+
+    fresh = AppTest.from_file(PAGE, default_timeout=60).run()  # read back from the run folder
+    assert not any(button.key == "kernel_sweep" for button in fresh.button)
+    assert [trace["x"] for trace in traces_named(fresh, figures.SWEEP_NAME)] == [list(ALPHA_GRID)] * 2
+
+
+def test_page_switches_to_a_kernel_run(kernel_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    picker = at.selectbox(key="kernel_run")
+    index = next(i for i, option in enumerate(picker.options) if option.startswith("kernel α=0.01"))
+    picker.select_index(index).run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="kernel_run").value.label == "kernel α=0.01"
+    assert at.button(key="kernel_sweep")  # this run's sweep is not stored yet
+    lambda_layout = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    assert any(shape.get("y0") == 0.01 for shape in lambda_layout["shapes"])  # the run's α
+
+
+def test_page_train_button_starts_the_quick_alpha_grid(kernel_store, monkeypatch):
+    started = []
+    monkeypatch.setattr("peftviz.jobs.compare", lambda *a, **k: pytest.fail("must not train"))
+    monkeypatch.setattr(JobManager, "start", lambda self, configs, runs_dir: started.append((configs, runs_dir)))
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at.button(key="kernel_train_grid").click().run()
+    assert not at.exception
+    assert started == [(alpha_grid("quick"), kernel_store)]
+
+
+def test_page_on_an_empty_store_says_so(empty_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception and not at.error
+    assert at.info
+    assert not at.get("plotly_chart")
+
+
+def test_page_shows_a_running_grid_job_with_one_bar_per_run(kernel_store, monkeypatch):
+    from peftviz import appkit
+    from peftviz.jobs import Job
+    from peftviz.train import Progress
+
+    configs = alpha_grid("quick")
+    events = [Progress(configs[0].name, "done", 3, 3), Progress(configs[1].name, "train", 2, 4, 6, 10)]
+    job = Job(configs, kernel_store, progress={event.run: event for event in events})
+    monkeypatch.setattr(appkit.job_manager(), "current", job)
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception and not at.error
+    bars = at.get("progress")
+    assert [bar.proto.text for bar in bars] == [config.name for config in configs]
+    assert [bar.proto.value for bar in bars] == [100, 40, 0, 0, 0, 0]  # percent: (2 - 1 + 6/10) / 4
+    assert at.button(key="kernel_train_grid").disabled

@@ -1,0 +1,304 @@
+"""The Tiny-attention heads page: per-head weights, averaging (eqs. 5–8), head similarity, figures, the page."""
+
+import base64
+import json
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from peftviz.analysis import tiny_heads
+from peftviz.figures import tiny_heads as figures
+from peftviz.methods.tiny_attention import TinyAttention
+from peftviz.runs import RunError, list_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "pages/5_Tiny_attention_heads.py")
+ONE_HEAD, FOUR_HEADS = "tiny-attention 1H", "tiny-attention 4H averaged"
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(smoke_store):
+    """label -> run of the shared smoke store (read only)."""
+    return {run.label: run for run in list_runs(smoke_store)}
+
+
+@pytest.fixture(scope="module")
+def four_heads(smoke_runs):
+    """The 4-head run and its per-layer head weights."""
+    run = smoke_runs[FOUR_HEADS]
+    return run, tiny_heads.head_weights(run)
+
+
+def hidden_size(run) -> int:
+    return run.params()["head.dense.weight"].shape[0]
+
+
+def random_heads(n_heads=3, head_dim=2, hidden=5, seed=0) -> dict:
+    rng = np.random.default_rng(seed)
+    weights = {name: rng.normal(size=(n_heads, head_dim, hidden)) for name in ("query", "key", "value")}
+    weights["out"] = rng.normal(size=(n_heads, hidden, head_dim))
+    return weights
+
+
+def chart_data(at, index: int) -> list[dict]:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)["data"]
+
+
+def array(value) -> np.ndarray:
+    """A plotly JSON array: a plain list, or a typed array {"dtype", "bdata" (base64), "shape"}."""
+    if isinstance(value, dict) and "bdata" in value:
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = [int(n) for n in str(value.get("shape", len(flat))).split(",")]
+        return flat.reshape(shape)
+    return np.asarray(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# head weights
+
+
+@pytest.mark.parametrize("label, n_heads", [(ONE_HEAD, 1), (FOUR_HEADS, 4)])
+def test_head_weights_shapes_match_the_config(smoke_runs, label, n_heads):
+    run = smoke_runs[label]
+    layers = tiny_heads.head_weights(run)
+    hidden = hidden_size(run)
+    assert tiny_heads.head_shape(run) == (n_heads, 1)
+    assert run.config["method_options"].get("n_heads", 1) == n_heads
+    assert len(layers) == 2  # the smoke encoder's layers
+    for layer in layers:
+        for name in ("query", "key", "value"):
+            assert layer[name].shape == (n_heads, 1, hidden)
+        assert layer["out"].shape == (n_heads, hidden, 1)
+
+
+def test_head_weights_split_the_stored_matrices_by_head(four_heads):
+    run, layers = four_heads
+    params = run.params()
+    for index, layer in enumerate(layers):
+        query = params[f"method.adapters.{index}.query.weight"].double().numpy()  # (M·D, H)
+        out = params[f"method.adapters.{index}.out.weight"].double().numpy()  # (H, M·D)
+        for m in range(4):
+            np.testing.assert_array_equal(layer["query"][m], query[m : m + 1])
+            np.testing.assert_array_equal(layer["out"][m], out[:, m : m + 1])
+
+
+def test_head_weights_refuse_other_methods(smoke_runs):
+    with pytest.raises(RunError, match="not tiny-attention"):
+        tiny_heads.head_weights(smoke_runs["prefix-tuning"])
+
+
+def test_head_weights_refuse_params_that_do_not_fit_the_config(smoke_runs):
+    run = smoke_runs[ONE_HEAD]
+    claims_two_heads = replace(run, config={**run.config, "method_options": {"n_heads": 2}})
+    with pytest.raises(RunError, match="layer 0 query weight"):
+        tiny_heads.head_weights(claims_two_heads)
+
+
+# ---------------------------------------------------------------------------------------------
+# averaging and similarity
+
+
+def module_with(weights: dict) -> TinyAttention:
+    """A TinyAttention module holding per-head weights: query (M, D, H) -> (M·D, H); out (M, H, D) -> (H, M·D)."""
+    n_heads, head_dim, hidden = weights["query"].shape
+    module = TinyAttention(hidden, n_heads, head_dim).double()
+    with torch.no_grad():
+        for name in ("query", "key", "value"):
+            getattr(module, name).weight.copy_(torch.from_numpy(weights[name].reshape(n_heads * head_dim, hidden)))
+        module.out.weight.copy_(torch.from_numpy(weights["out"].transpose(1, 0, 2).reshape(hidden, n_heads * head_dim)))
+    return module
+
+
+@pytest.mark.parametrize("source", ["smoke 4H layer 2", "random M=3 D=2"])
+def test_averaged_head_equals_the_modules_average(four_heads, source):
+    weights = four_heads[1][1] if source.startswith("smoke") else random_heads()
+    module = module_with(weights)
+    for name in ("query", "key", "value", "out"):  # the round trip through the module is exact
+        np.testing.assert_array_equal(module.per_head()[name].numpy(), weights[name])
+    expected = {name: tensor.numpy() for name, tensor in module.averaged().per_head().items()}
+    averaged = tiny_heads.averaged_head(weights)
+    for name in ("query", "key", "value", "out"):
+        assert averaged[name].shape == expected[name].shape == (1, *weights[name].shape[1:])
+        np.testing.assert_allclose(averaged[name], expected[name], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(averaged["out"][0], weights["out"].sum(0))  # M·Ō
+
+
+def test_similarity_of_identical_heads_is_one():
+    one = random_heads(n_heads=1)
+    copies = {name: np.repeat(value, 4, axis=0) for name, value in one.items()}
+    np.testing.assert_allclose(tiny_heads.head_similarity(copies), np.ones((4, 4)), atol=1e-12)
+
+
+def test_similarity_is_symmetric_with_unit_diagonal(four_heads):
+    for weights in (random_heads(n_heads=5), *four_heads[1]):
+        similarity = tiny_heads.head_similarity(weights)
+        n_heads = weights["query"].shape[0]
+        assert similarity.shape == (n_heads, n_heads)
+        np.testing.assert_array_equal(similarity, similarity.T)
+        np.testing.assert_allclose(np.diag(similarity), 1.0, atol=1e-12)
+        assert np.all(np.abs(similarity) <= 1.0)
+
+
+def test_similarity_is_the_cosine_of_the_concatenated_parameters():
+    weights = random_heads(n_heads=2)
+    a, b = (np.concatenate([weights[name][m].ravel() for name in ("query", "key", "value", "out")]) for m in (0, 1))
+    cosine = a @ b / np.linalg.norm(a) / np.linalg.norm(b)
+    assert tiny_heads.head_similarity(weights)[0, 1] == pytest.approx(cosine, abs=1e-12)
+    negated = {name: np.stack([value[0], -value[0]]) for name, value in weights.items()}
+    assert tiny_heads.head_similarity(negated)[0, 1] == pytest.approx(-1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# the before/after table
+
+
+def rows_of(table) -> dict:
+    return {row["quantity"]: row for row in table.rows}
+
+
+def test_averaging_table_reads_the_four_head_summary(smoke_runs):
+    run = smoke_runs[FOUR_HEADS]
+    table = tiny_heads.averaging_table(run)
+    rows, best, averaged = rows_of(table), run.best_metrics, run.summary["averaged"]
+    assert table.kind == "averaged"
+    assert rows["validation accuracy"]["before"] == best["accuracy"]
+    assert rows["validation ECE"]["before"] == best["ece"]
+    assert rows["test accuracy"]["before"] == run.summary["test"]["accuracy"]
+    assert rows["test ECE"]["before"] == run.summary["test"]["ece"]
+    assert rows["validation accuracy"]["after"] == averaged["validation"]["accuracy"]
+    assert rows["validation ECE"]["after"] == averaged["validation"]["ece"]
+    assert rows["test accuracy"]["after"] == averaged["test"]["accuracy"]
+    assert rows["test ECE"]["after"] == averaged["test"]["ece"]
+    assert rows["test ECE"]["change"] == pytest.approx(averaged["test"]["ece"] - run.summary["test"]["ece"])
+    parameters = rows["method parameters"]
+    assert parameters["before"] == run.config["parameters"]["method"] == 4 * parameters["after"]  # 4HMD -> 4HD
+    assert parameters["after"] == averaged["parameters"]["method"]
+    display = {row["quantity"]: row for row in table.display_rows()}
+    assert display["method parameters"]["change"] == f"{-3 * parameters['after']:+,}"
+
+
+def test_averaging_table_marks_one_head_as_identity(smoke_runs):
+    table = tiny_heads.averaging_table(smoke_runs[ONE_HEAD])
+    assert table.kind == "identity" and "identity" in table.note
+    for row in table.rows:
+        assert row["before"] is not None and row["after"] == row["before"] and row["change"] == 0
+
+
+def test_averaging_table_without_an_averaged_evaluation(smoke_runs):
+    run = smoke_runs[FOUR_HEADS]
+    unaveraged = replace(run, summary={key: value for key, value in run.summary.items() if key != "averaged"})
+    table = tiny_heads.averaging_table(unaveraged)
+    assert table.kind == "not averaged"
+    assert all(row["after"] is None and row["change"] is None for row in table.rows)
+    assert all(row["after"] == "–" for row in table.display_rows())
+    figure = figures.averaging_figure(table)
+    assert {trace.name for trace in figure.data} == {"before averaging"}
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+
+def test_heads_figure_shows_every_head_and_the_average(four_heads):
+    weights = four_heads[1][0]
+    averaged = tiny_heads.averaged_head(weights)
+    figure = figures.heads_figure(weights, averaged, layer=0)
+    assert len(figure.data) == 4 * (4 + 1)  # per matrix: M heads + the average
+    for trace in figure.data:
+        name, head = trace.meta["matrix"], trace.meta["head"]
+        source, index = (averaged, 0) if head == "avg" else (weights, int(head.split()[1]) - 1)
+        expected = source[name][index].T if name == "out" else source[name][index]  # (D, H)
+        np.testing.assert_array_equal(np.asarray(trace.z), expected)
+    single = figures.heads_figure(weights, averaged, ("out",))
+    assert [trace.meta["head"] for trace in single.data] == ["head 1", "head 2", "head 3", "head 4", "avg"]
+
+
+def test_heads_figure_of_one_head_has_the_head_and_its_identical_average(smoke_runs):
+    weights = tiny_heads.head_weights(smoke_runs[ONE_HEAD])[0]
+    figure = figures.heads_figure(weights, tiny_heads.averaged_head(weights), ("query",))
+    assert len(figure.data) == 2
+    np.testing.assert_array_equal(np.asarray(figure.data[0].z), np.asarray(figure.data[1].z))
+
+
+def test_similarity_and_averaging_figures_carry_the_numbers(four_heads, smoke_runs):
+    similarity = tiny_heads.head_similarity(four_heads[1][0])
+    figure = figures.similarity_figure(similarity, 0)
+    np.testing.assert_array_equal(np.asarray(figure.data[0].z), similarity)
+    assert figure.data[0].texttemplate  # annotated cells
+    table = tiny_heads.averaging_table(smoke_runs[FOUR_HEADS])
+    rows = rows_of(table)
+    bars = {(trace.name, trace.xaxis): list(trace.y) for trace in figures.averaging_figure(table).data}
+    assert bars[("after averaging", "x")] == [rows["validation accuracy"]["after"], rows["test accuracy"]["after"]]
+    assert bars[("before averaging", "x2")] == [rows["validation ECE"]["before"], rows["test ECE"]["before"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# the page
+
+
+def heatmaps(at) -> list[dict]:
+    return [trace for trace in chart_data(at, 0) if trace["type"] == "heatmap"]
+
+
+def select_label(widget, label: str):
+    return widget.select_index(next(i for i, option in enumerate(widget.options) if option.startswith(label)))
+
+
+def test_page_shows_heads_and_switches_run_and_layer(app_store, smoke_runs):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()  # warm-up: imports and the weights cache
+    start = time.perf_counter()
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    seconds = time.perf_counter() - start
+    assert not at.exception and not at.error
+    print(f"tiny-attention page render after warm-up: {seconds:.3f} s")
+    assert seconds < 2.0
+    assert len(at.get("plotly_chart")) == 3  # heads, similarity, before/after
+    assert at.selectbox(key="tiny_heads_run").value.label == ONE_HEAD  # only tiny-attention runs are offered
+    assert all(option.startswith("tiny-attention") for option in at.selectbox(key="tiny_heads_run").options)
+    before = heatmaps(at)
+    assert len(before) == 4 * 2  # W_Q, W_K, W_V, O × (1 head + avg)
+
+    select_label(at.selectbox(key="tiny_heads_run"), FOUR_HEADS)
+    at.run()
+    layer = next(box for box in at.selectbox if box.label == "Layer")
+    layer.select_index(1)
+    at.run()
+    assert not at.exception and not at.error
+    after = heatmaps(at)
+    assert after != before
+    assert len(after) == 4 * 5
+    assert {trace["meta"]["head"] for trace in after} == {"head 1", "head 2", "head 3", "head 4", "avg"}
+    weights = tiny_heads.head_weights(smoke_runs[FOUR_HEADS])[1]
+    query_head_3 = next(t for t in after if t["meta"] == {"matrix": "query", "head": "head 3"})
+    np.testing.assert_array_equal(array(query_head_3["z"]), weights["query"][2])
+    assert "Layer 2" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    similarity = tiny_heads.head_similarity(weights)
+    np.testing.assert_array_equal(array(chart_data(at, 1)[0]["z"]), similarity)  # the similarity matrix
+
+    at.radio(key="tiny_heads_matrices_choice").set_value("O")
+    at.run()
+    assert [trace["meta"]["matrix"] for trace in heatmaps(at)] == ["out"] * 5
+
+
+def test_page_on_an_empty_store(empty_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception and not at.error
+    assert at.info and "No tiny-attention runs" in at.info[0].value
+    assert not at.get("plotly_chart")
+
+
+def test_page_reports_unreadable_params_in_one_line(app_store, smoke_runs, tmp_path, monkeypatch):
+    store = tmp_path / "runs"
+    copy = shutil.copytree(smoke_runs[ONE_HEAD].path, store / smoke_runs[ONE_HEAD].name)
+    (copy / "params.safetensors").write_bytes(b"not a safetensors file")
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(store))
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception
+    assert len(at.error) == 1 and "params.safetensors" in at.error[0].value
+    assert "\n" not in at.error[0].value
