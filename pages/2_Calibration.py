@@ -6,7 +6,7 @@ import streamlit as st
 from peftviz import appkit
 from peftviz.analysis import calibration as analysis
 from peftviz.figures import calibration as figures
-from peftviz.runs import RunError, store_signature
+from peftviz.runs import RunError, run_signature
 
 N_RESAMPLES = 200  # enough for a readable band; thousands would slow every widget change
 MAX_DEFAULT_RUNS = 6
@@ -22,24 +22,24 @@ appkit.page(
 )
 
 
-# Cached on plain data. The run object is not hashed (leading underscore): `key` (run folder,
-# store signature) stands for it, and changes whenever the run gains an epoch.
-@st.cache_data(show_spinner=False, max_entries=512)
+# cache_resource, not cache_data: results are shared, never pickled. The run object is not hashed
+# (leading underscore): `key` (run folder, run signature) stands for it, and changes with every epoch.
+@st.cache_resource(show_spinner=False, max_entries=512)
 def reliability(_run, key, epoch, n_bins, scheme, name):
     return analysis.reliability_table(_run, epoch, n_bins, scheme, name)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@st.cache_resource(show_spinner=False, max_entries=256)
 def ece_curve(_run, key, n_bins, scheme, name):
     return analysis.ece_over_epochs(_run, n_bins, scheme, N_RESAMPLES, name)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_resource(show_spinner=False, max_entries=64)
 def temperature(_run, key, n_bins, scheme, name):
     return analysis.temperature_scaling(_run, n_bins, scheme, name)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@st.cache_resource(show_spinner=False, max_entries=256)
 def metrics(_run, key, epoch, n_bins, scheme, name):
     return analysis.metrics_row(_run, epoch, n_bins, scheme, name)
 
@@ -72,8 +72,7 @@ max_epoch = max(max(analysis.finished_epochs(run)) for run in runs)
 epoch = right.slider("Epoch", 1, max_epoch, max_epoch) if max_epoch > 1 else 1
 right.caption("Runs with fewer finished epochs show their last one.")
 
-signature = store_signature()
-keys = {run.name: (str(run.path), signature) for run in runs}
+keys = {run.name: (str(run.path), run_signature(run.path)) for run in runs}
 
 st.subheader("Reliability diagrams")
 cells = [cell for _ in range(0, len(runs), 3) for cell in st.columns(3)]  # rows of three

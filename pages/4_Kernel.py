@@ -100,39 +100,14 @@ def show_alpha(run: Run | None, runs: list[Run]) -> None:
 
 def show_training() -> None:
     st.subheader("Train kernel runs at the paper's α grid")
-    manager = appkit.job_manager()
-    running = manager.current is not None and manager.current.status == "running"
     st.caption(
         f"Trains kernel prefix-propagation at α ∈ {{{', '.join(f'{a:g}' for a in kernel.ALPHA_GRID)}}} "
-        "with the quick preset "
-        "(MiniLM, bbc-news), one after another in the background: about 10 minutes on 2 CPU cores."
+        "with the quick preset (MiniLM, bbc-news), one after another in the background: about 10 minutes "
+        "on 2 CPU cores."
     )
-    if st.button("Train at the α grid", key="kernel_train_grid", disabled=running):
-        manager.start(kernel.grid_configs(), store_dir())
-        running = manager.current is not None and manager.current.status == "running"
-    if running:
-        live_job_progress()
-    elif manager.current is not None:
-        job_progress(manager.current)
-
-
-def job_progress(job) -> None:
-    """One bar per run of the job, and how it ended."""
-    for name in job.names:
-        st.progress(job.fraction_done(name), text=name)
-    if job.status == "failed":
-        st.error(f"Training stopped: {job.error}")
-    elif job.status == "done":
-        st.success(f"Trained {len(job.runs)} run(s).")
-
-
-@st.fragment(run_every=1.0)
-def live_job_progress() -> None:
-    """Redrawn every second while the job trains; a full rerun when it ends shows the new runs."""
-    job = appkit.job_manager().current
-    job_progress(job)
-    if job.status != "running":
-        st.rerun()
+    if st.button("Train at the α grid", key="kernel_train_grid", disabled=appkit.training_now()):
+        appkit.job_manager().start(kernel.grid_configs(), store_dir())
+    appkit.job_panel()
 
 
 all_runs = appkit.runs(usable_only=True)

@@ -328,6 +328,8 @@ def test_page_shows_a_running_grid_job_with_one_bar_per_run(kernel_store, monkey
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception and not at.error
     bars = at.get("progress")
-    assert [bar.proto.text for bar in bars] == [config.name for config in configs]
+    labels = [bar.proto.text for bar in bars]
+    assert labels[:2] == [f"{configs[0].name}: epoch 3/3, done", f"{configs[1].name}: epoch 2/4, train"]
+    assert labels[2:] == [config.name for config in configs[2:]]
     assert [bar.proto.value for bar in bars] == [100, 40, 0, 0, 0, 0]  # percent: (2 - 1 + 6/10) / 4
     assert at.button(key="kernel_train_grid").disabled

@@ -56,17 +56,7 @@ def token_heatmap_figure(
     _check_cells(matrix)
     rows, columns = matrix.shape
     hover = np.array([[f"{q} → {k}" for k in col_labels] for q in row_labels])  # (rows, columns)
-    heatmap = go.Heatmap(
-        z=matrix,
-        x=list(range(columns)),
-        y=list(range(rows)),
-        zmin=0,
-        colorscale=COLOURS,
-        customdata=hover,
-        hovertemplate="%{customdata}: %{z:.3f}<extra></extra>",
-        colorbar=dict(title="weight"),
-    )
-    fig = go.Figure(heatmap)
+    fig = go.Figure(_indexed_heatmap(matrix, hover, "%{customdata}: %{z:.3f}<extra></extra>", "weight"))
     if n_prefix_keys:
         fig.add_vline(x=n_prefix_keys - 0.5, line_color="white", line_width=2)
     fig.update_layout(
@@ -78,6 +68,21 @@ def token_heatmap_figure(
     return fig
 
 
+def _indexed_heatmap(matrix: np.ndarray, hover: np.ndarray, hovertemplate: str, colorbar_title: str) -> go.Heatmap:
+    """A heatmap on integer positions (so repeated tokens stay separate cells); labels come from the axes."""
+    rows, columns = matrix.shape
+    return go.Heatmap(
+        z=matrix,
+        x=list(range(columns)),
+        y=list(range(rows)),
+        zmin=0,
+        colorscale=COLOURS,
+        customdata=hover,
+        hovertemplate=hovertemplate,
+        colorbar=dict(title=colorbar_title),
+    )
+
+
 def prefix_rows_figure(rows: PrefixRows, title: str = "What the prefix positions attend to") -> go.Figure:
     """Prefix positions (rows) × [each prefix key; text buckets] (columns); hover lists the top tokens."""
     matrix = np.concatenate([rows.to_prefixes, rows.to_buckets], axis=1)  # (j, j + n_buckets)
@@ -85,17 +90,7 @@ def prefix_rows_figure(rows: PrefixRows, title: str = "What the prefix positions
     columns = rows.labels + rows.bucket_labels
     top = ["<br>".join(f"{token} @{pos}: {w:.2f}" for pos, token, w in row) for row in rows.top_tokens]
     hover = np.array([[top[r]] * len(columns) for r in range(len(rows.labels))])  # (j, columns)
-    heatmap = go.Heatmap(
-        z=matrix,
-        x=list(range(len(columns))),
-        y=list(range(len(rows.labels))),
-        zmin=0,
-        colorscale=COLOURS,
-        customdata=hover,
-        hovertemplate="%{z:.3f}<br>top tokens:<br>%{customdata}<extra></extra>",
-        colorbar=dict(title="share"),
-    )
-    fig = go.Figure(heatmap)
+    fig = go.Figure(_indexed_heatmap(matrix, hover, "%{z:.3f}<br>top tokens:<br>%{customdata}<extra></extra>", "share"))
     fig.add_vline(x=len(rows.labels) - 0.5, line_color="white", line_width=2)
     fig.update_layout(
         title=title,
