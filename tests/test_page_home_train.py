@@ -79,3 +79,30 @@ def test_train_page_trains_a_smoke_run_in_the_background(empty_store):
     assert job.status == "done", job.error
     (run,) = job.runs
     assert run.status == "complete" and run.config["method"] == "prefix-tuning" and run.path.parent == empty_store
+
+
+def test_a_second_tab_gets_the_running_job_instead_of_starting_another(tmp_path, monkeypatch):
+    import threading
+
+    import peftviz.jobs as jobs
+    from peftviz.config import comparison
+
+    release, calls = threading.Event(), []
+
+    def slow_compare(configs, runs_dir, progress):
+        calls.append(configs)
+        release.wait(timeout=30)
+        return []
+
+    monkeypatch.setattr(jobs, "compare", slow_compare)
+    manager = jobs.JobManager()
+    first = manager.start(comparison("smoke"), tmp_path)
+    second = manager.start(comparison("smoke"), tmp_path)  # another tab clicks while the first trains
+    assert second is first and first.status == "running"
+    release.set()
+    deadline = time.time() + 10
+    while first.status == "running" and time.time() < deadline:
+        time.sleep(0.05)
+    assert first.status == "done" and len(calls) == 1
+    assert manager.start(comparison("smoke"), tmp_path) is not first  # a new job once the first ended
+    release.set()
