@@ -1,47 +1,16 @@
-"""peftviz home page: the runs in the store. Run with: streamlit run app.py"""
+"""peftviz. Run with: streamlit run app.py
+
+The entry point only lists the pages; each page in pages/ is a short script over peftviz.
+"""
 
 import streamlit as st
 
-from peftviz import appkit
-from peftviz.config import comparison
-from peftviz.methods import describe_methods
-from peftviz.runs import run_row, store_dir
-
-appkit.page(
-    "peftviz",
-    "peftviz shows how parameter-efficient tuning changes a transformer text classifier. "
-    "It trains, or loads from `cache/`, classifiers tuned with prefix-tuning, prefix-propagation (and its "
-    "kernel form), the tiny-attention adapter and full fine-tuning. The pages then show how well calibrated each "
-    "method is, epoch by epoch, and where its attention goes.",
-)
-
-runs = appkit.runs()
-st.subheader("Runs")
-if runs:
-    st.dataframe(
-        [run_row(run) for run in runs],
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "best accuracy": st.column_config.NumberColumn(format="%.3f"),
-            "ECE": st.column_config.NumberColumn(format="%.3f"),
-            "test accuracy": st.column_config.NumberColumn(format="%.3f"),
-            "trainable %": st.column_config.NumberColumn(format="%.2f"),
-        },
-    )
-    st.caption(f"{len(runs)} run(s) in `{store_dir()}`. Incomplete runs were stopped; their finished epochs load.")
-else:
-    st.info(f"No runs in `{store_dir()}` yet.")
-
-with st.expander("Train the quick comparison", expanded=not runs):
-    st.markdown(
-        "Six runs on the offline MiniLM and bbc-news (1,000 training documents, 64 tokens, 3 epochs): "
-        "fine-tuning, prefix-tuning, prefix-propagation, its kernel form, and tiny-attention with 1 and "
-        "4 heads. About 10 minutes on 2 CPU cores."
-    )
-    if st.button("Train the quick comparison", type="primary", disabled=appkit.training_now()):
-        appkit.job_manager().start(comparison("quick"), store_dir())
-appkit.job_panel()
-
-with st.expander("The methods"):
-    st.dataframe(describe_methods(), hide_index=True, width="stretch")
+PAGES = [
+    st.Page("pages/0_Home.py", title="Home", url_path="home", default=True),
+    st.Page("pages/1_Train.py", title="Train", url_path="Train"),
+    st.Page("pages/2_Calibration.py", title="Calibration", url_path="Calibration"),
+    st.Page("pages/3_Attention.py", title="Attention", url_path="Attention"),
+    st.Page("pages/4_Kernel.py", title="Kernel", url_path="Kernel"),
+    st.Page("pages/5_Tiny_attention_heads.py", title="Tiny-attention heads", url_path="Tiny_attention_heads"),
+]
+st.navigation(PAGES).run()

@@ -15,7 +15,7 @@ def open_page(path: str) -> AppTest:
 
 
 def test_home_lists_the_runs_of_the_store(app_store):
-    at = open_page("app.py")
+    at = open_page("pages/0_Home.py")
     assert not at.exception and not at.error
     table = at.dataframe[0].value
     assert len(table) == 9 and set(table["status"]) == {"complete"}
@@ -24,14 +24,14 @@ def test_home_lists_the_runs_of_the_store(app_store):
 
 
 def test_home_describes_every_method(empty_store):
-    at = open_page("app.py")
+    at = open_page("pages/0_Home.py")
     table = at.dataframe[0].value
     assert list(table["method"]) == list(METHODS)
     assert table.loc[table["method"] == "prefix-propagation", "options"].item().startswith("prefix_length=8")
 
 
 def test_home_on_an_empty_store_offers_the_quick_comparison(empty_store):
-    at = open_page("app.py")
+    at = open_page("pages/0_Home.py")
     assert not at.exception
     assert "No runs" in at.info[0].value
     assert at.button[0].label == "Train the quick comparison"
@@ -47,7 +47,7 @@ def test_home_marks_corrupt_and_incomplete_runs(app_store, tmp_path, monkeypatch
     (store / "zz-corrupt" / "config.json").write_text("{oops")
     incomplete = next(store.glob("prefix-tuning-*"))
     (incomplete / "summary.json").unlink()
-    at = open_page("app.py")
+    at = open_page("pages/0_Home.py")
     assert not at.exception
     status = dict(zip(at.dataframe[0].value["run"], at.dataframe[0].value["status"]))
     assert status["zz-corrupt"].startswith("corrupt: JSONDecodeError")
