@@ -10,7 +10,9 @@ function can
 - split the softmax into a sequence term and an α-scaled prefix term (kernel form, eq. 3/7),
 - record the attention weights over [prefix keys; sequence keys] for analysis.
 
-Without a context (or with nothing to record) it is plain scaled-dot-product attention.
+Without a context (or with nothing to record) it is plain fused scaled-dot-product attention, and
+the kernel form with exponential kernels is two fused calls, one per key group: weights are only
+materialised when they are recorded or a non-exponential kernel needs them.
 """
 
 from __future__ import annotations
@@ -128,6 +130,29 @@ def kernel_attention(
     return weights @ value, weights
 
 
+def _fusable(kernel: KernelSpec) -> bool:
+    """Eq. 3 with exp kernels and a fixed α runs as two fused attention calls."""
+    return not isinstance(kernel.alpha, str) and kernel.prefix_kernel == kernel.sequence_kernel == "exp"
+
+
+def fused_exp_kernel_attention(
+    query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float, n_prefix: int, alpha, dropout: float
+) -> Tensor:
+    """Eq. 3 with the exp kernel, without materialising weights: -> (B, H, Tq, d).
+
+    Each term of eq. 3 is ordinary softmax attention over its own key group, so each is one
+    fused scaled-dot-product call; the result equals `kernel_attention(...)[0]`.
+    """
+
+    def attend(keys: slice) -> Tensor:
+        mask = None if bias is None else bias[..., keys]
+        return F.scaled_dot_product_attention(
+            query, key[..., keys, :], value[..., keys, :], attn_mask=mask, dropout_p=dropout, scale=scaling
+        )
+
+    return attend(slice(n_prefix, None)) + alpha * attend(slice(0, n_prefix))
+
+
 def _layer_alpha(kernel: KernelSpec, layer: int, query: Tensor, key: Tensor, bias, scaling, n_prefix):
     """(alpha, sequence_weight) for one layer of the kernel form."""
     if isinstance(kernel.alpha, str):  # "exact": α = λ(C), w = 1 − λ(C)
@@ -161,7 +186,12 @@ def peftviz_attention(
             if attention_mask is not None:
                 attention_mask = F.pad(attention_mask, (prefix_k.shape[2], 0), value=0.0)
 
-    if ctx is not None and ctx.kernel is not None:
+    if ctx is not None and ctx.kernel is not None and not ctx.record and _fusable(ctx.kernel):
+        weights = None
+        out = fused_exp_kernel_attention(
+            query, key, value, attention_mask, scaling, n_prefix, ctx.kernel.alpha[layer], dropout
+        )
+    elif ctx is not None and ctx.kernel is not None:
         alpha, seq_weight = _layer_alpha(ctx.kernel, layer, query, key, attention_mask, scaling, n_prefix)
         _, weights = kernel_attention(
             query, key, value, attention_mask, scaling, n_prefix, alpha, seq_weight,

@@ -77,9 +77,12 @@ class PeftClassifier(nn.Module):
         n_prefix = self.method.n_prefix_positions
         dtype = next(self.encoder.parameters()).dtype
         ctx = self.method.new_context(input_ids.shape[0], record=output_attentions)
+        # Without padding every key is visible (prefix keys always are): no mask lets attention
+        # take its fastest, unmasked kernel.
+        bias = None if bool(attention_mask.all()) else key_padding_bias(attention_mask, n_prefix, dtype)
         hidden = self.encoder(
             input_ids=input_ids,
-            attention_mask=key_padding_bias(attention_mask, n_prefix, dtype),  # (B, 1, 1, j + T)
+            attention_mask=bias,  # (B, 1, 1, j + T) or None
             token_type_ids=token_type_ids,
             peftviz=ctx,
         ).last_hidden_state  # (B, j + T, D)

@@ -117,3 +117,24 @@ def test_trainable_alpha_is_one_positive_parameter_per_layer():
 def test_bad_kernel_options_are_rejected(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         tiny_classifier("kernel-prefix-propagation", **bad)
+
+
+def test_fused_kernel_path_equals_the_recorded_path(family):
+    """Without recording, the exp-kernel form runs as two fused attention calls: same logits."""
+    model = tiny_classifier("kernel-prefix-propagation", family, prefix_length=J, alpha=0.3)
+    ids, mask = padded_batch()
+    with torch.no_grad():
+        fused = model(ids, mask).logits
+        recorded = model(ids, mask, output_attentions=True).logits
+    torch.testing.assert_close(fused, recorded, atol=1e-5, rtol=0)
+
+
+def test_fused_kernel_attention_equals_kernel_attention():
+    from peftviz.attention import fused_exp_kernel_attention
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, J + 7, 8) for _ in range(3))
+    bias = torch.zeros(2, 1, 1, J + 7)
+    bias[1, ..., -3:] = torch.finfo(bias.dtype).min
+    expected, _ = kernel_attention(q, k, v, bias, 8**-0.5, J, alpha=0.25)
+    torch.testing.assert_close(fused_exp_kernel_attention(q, k, v, bias, 8**-0.5, J, 0.25, 0.0), expected)

@@ -1,0 +1,187 @@
+"""What each method costs, against the plain backbone on the same inputs.
+
+    .venv/bin/python benchmarks/methods.py                      # MiniLM at 128 and 512 tokens
+    .venv/bin/python benchmarks/methods.py --lengths 128 --batch 8 --repeats 5
+
+For every method and sequence length T, one run measures:
+- inference ratio: the classifier's forward / the plain encoder's forward (eval, no grad);
+- training step ratio: forward + backward + AdamW step / full fine-tuning's step;
+- training memory ratio / fine-tuning's. On CUDA: peak allocated memory of a step. On CPU, where
+  freed memory stays in the allocator and peak RSS says little, the memory a step holds by
+  construction: activations saved for backward (parameters excluded), gradients, AdamW state;
+- trainable parameters;
+- the share of extra work the method's design implies: j extra positions for prefix-propagation
+  (j / T more tokens everywhere), j extra keys for prefix-tuning (j / T more attention scores).
+Each ratio's two sides run interleaved (A, B, A, B, ...) on separate copies of the encoder, so
+drift of the machine cancels; times are medians after a warm-up. Uses the GPU when present.
+Prints markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from peftviz import METHODS, build_classifier, load_encoder  # noqa: E402
+from peftviz.train import pick_device  # noqa: E402
+
+PREFIX_LENGTH = 8  # the paper's j
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def paired_medians(first, second, repeats: int, device: torch.device) -> tuple[float, float]:
+    """Median seconds of two steps timed alternately, after one warm-up of each."""
+    first(), second()
+    times = ([], [])
+    for _ in range(repeats):
+        for step, bucket in ((first, times[0]), (second, times[1])):
+            synchronize(device)
+            started = time.perf_counter()
+            step()
+            synchronize(device)
+            bucket.append(time.perf_counter() - started)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def saved_activation_bytes(model, forward) -> int:
+    """Bytes of the tensors autograd saves for backward during `forward`, parameters excluded."""
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages: dict[int, int] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        loss = forward()
+    loss.backward()
+    return sum(storages.values())
+
+
+def training_memory(model, forward, step, device: torch.device) -> int:
+    """CUDA: peak allocated in a training step. CPU: saved activations + gradients + AdamW state."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        step()
+        return torch.cuda.max_memory_allocated(device) - before
+    trainable = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return saved_activation_bytes(model, forward) + trainable * 3  # gradient + two AdamW moments
+
+
+def options_for(method: str) -> dict:
+    return {"prefix_length": PREFIX_LENGTH} if "prefix" in method else {}
+
+
+def extra_work(method: str, T: int) -> str:
+    if method in ("prefix-propagation", "kernel-prefix-propagation"):
+        return f"{PREFIX_LENGTH}/{T} positions = {100 * PREFIX_LENGTH / T:.1f}%"
+    if method == "prefix-tuning":
+        return f"{PREFIX_LENGTH}/{T} keys = {100 * PREFIX_LENGTH / T:.1f}% of attention scores"
+    return "–"
+
+
+def classifier_steps(model, ids, mask, labels):
+    """(loss forward, training step, inference) closures for one classifier on one batch."""
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+
+    def loss():
+        return torch.nn.functional.cross_entropy(model(ids, mask).logits, labels)
+
+    def train_step():
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        loss().backward()
+        optimizer.step()
+
+    @torch.no_grad()
+    def infer():
+        model.eval()
+        model(ids, mask)
+
+    return loss, train_step, infer
+
+
+def measure(encoder, T: int, batch: int, repeats: int, device: torch.device) -> list[dict]:
+    torch.manual_seed(0)
+    ids = torch.randint(1000, 29000, (batch, T), device=device)
+    mask = torch.ones(batch, T, dtype=torch.long, device=device)
+    labels = torch.zeros(batch, dtype=torch.long, device=device)
+    plain = copy.deepcopy(encoder).eval()  # never hooked
+
+    @torch.no_grad()
+    def plain_forward():
+        plain(input_ids=ids, attention_mask=mask)
+
+    fine_tuning = build_classifier(copy.deepcopy(encoder), "fine-tuning", 5).to(device)
+    ft_loss, ft_step, _ = classifier_steps(fine_tuning, ids, mask, labels)
+    ft_step()  # measured after a step, as every row is
+    ft_memory = training_memory(fine_tuning, ft_loss, ft_step, device)
+    rows = []
+    for method in METHODS:
+        model = build_classifier(copy.deepcopy(encoder), method, 5, options_for(method)).to(device)
+        loss, step, infer = classifier_steps(model, ids, mask, labels)
+        plain_seconds, inference = paired_medians(plain_forward, infer, repeats, device)
+        ft_seconds, step_seconds = paired_medians(ft_step, step, repeats, device)
+        memory = training_memory(model, loss, step, device)
+        rows.append(
+            {
+                "method": method,
+                "inference": inference,
+                "inference ratio": inference / plain_seconds,
+                "step": step_seconds,
+                "step ratio": step_seconds / ft_seconds,
+                "memory": memory,
+                "memory ratio": memory / ft_memory,
+                "trainable": model.parameter_counts()["trainable"],
+                "extra work": extra_work(method, T),
+            }
+        )
+        del model
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="minilm")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    device = pick_device("auto")
+    encoder, _ = load_encoder(args.model)
+    encoder.to(device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"{args.model} on {name}, batch {args.batch}, median of {args.repeats}, prefix length {PREFIX_LENGTH}\n")
+    print("| T | method | inference vs plain encoder | extra work by design | train step vs fine-tuning "
+          "| training memory vs fine-tuning | trainable params |")
+    print("|---|---|---|---|---|---|---|")
+    for T in args.lengths:
+        for row in measure(encoder, T, args.batch, args.repeats, device):
+            print(
+                f"| {T} | {row['method']} | {row['inference ratio']:.3f} ({1000 * row['inference']:.0f} ms) "
+                f"| {row['extra work']} | {row['step ratio']:.2f} ({1000 * row['step']:.0f} ms) "
+                f"| {row['memory ratio']:.2f} ({row['memory'] / 2**20:.0f} MiB) | {row['trainable']:,} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
