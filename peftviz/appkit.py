@@ -13,7 +13,8 @@ from pathlib import Path
 import streamlit as st
 
 from peftviz.jobs import JobManager
-from peftviz.runs import Run, list_runs, run_signature, store_dir, store_signature
+from peftviz.runs import Run, list_runs, load_run, run_signature, store_dir, store_signature
+from peftviz.train import load_trained
 
 
 def page(title: str, explanation: str) -> None:
@@ -39,9 +40,6 @@ def runs(usable_only: bool = False) -> list[Run]:
 
 @st.cache_resource(show_spinner="Loading the trained model…", max_entries=3)
 def _model(run_path: str, signature: tuple):
-    from peftviz.runs import load_run
-    from peftviz.train import load_trained
-
     return load_trained(load_run(Path(run_path)))
 
 

@@ -266,16 +266,28 @@ def compare(
     return runs
 
 
-def load_trained(run: Run, device: str = "auto") -> tuple[PeftClassifier, object]:
-    """Rebuild a run's model from its config and params.safetensors: (model in eval mode, tokenizer)."""
+def run_data(run: Run) -> TextData:
+    """The data a run trained on: the same dataset, seed (so the same split) and limit."""
+    config = run.config
+    return load_data(config["dataset"], seed=config.get("seed", 0), limit=config.get("limit"))
+
+
+def load_trained(
+    run: Run, device: str = "auto", method: str | None = None, optional: frozenset[str] = frozenset()
+) -> tuple[PeftClassifier, object]:
+    """Rebuild a run's model from its config and params.safetensors: (model in eval mode, tokenizer).
+
+    method: rebuild under another method whose parameters have the same names (prefix-propagation's
+    load into kernel-prefix-propagation for the α sweep). optional: tensors the run may lack.
+    """
     config = run.config
     encoder, tokenizer = load_encoder(config["model"])
     options = {k: v for k, v in config["method_options"].items() if k != "init_from"}  # the params hold the result
     model = build_classifier(
-        encoder, config["method"], len(config["label_names"]), options, config["pooling"], config["head_dropout"]
+        encoder, method or config["method"], len(config["label_names"]), options, config["pooling"], config["head_dropout"]
     )
     state = run.params()
-    missing = set(model.trainable_state_dict()) - set(state)
+    missing = set(model.trainable_state_dict()) - set(state) - optional
     if missing:
         raise ValueError(f"run {run.name}: params.safetensors lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}")
     model.load_state_dict(state, strict=False)

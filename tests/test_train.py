@@ -16,7 +16,7 @@ from peftviz import calibration
 from peftviz.__main__ import main
 from peftviz.config import comparison, preset_config
 from peftviz.runs import list_runs, load_run
-from peftviz.train import Trainer, load_trained, predict, make_loader, tokenize, train
+from peftviz.train import load_trained, make_loader, predict, run_data, tokenize, train
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,10 +87,7 @@ def test_rebuilt_model_reproduces_the_stored_predictions(smoke_runs):
     _, runs, _ = smoke_runs
     for run in runs[:5]:  # the averaged run's params are its four heads before averaging
         model, tokenizer = load_trained(run, device="cpu")
-        from peftviz.data import load_data
-
-        data = load_data(run.config["dataset"], seed=run.config["seed"], limit=run.config["limit"])
-        examples = tokenize(data.splits["validation"], tokenizer, run.config["max_length"])
+        examples = tokenize(run_data(run).splits["validation"], tokenizer, run.config["max_length"])
         probs, labels = predict(model, make_loader(examples, 8, tokenizer.pad_token_id), torch.device("cpu"))
         stored_probs, stored_labels = run.predictions(run.best_epoch)
         np.testing.assert_array_equal(labels, stored_labels)

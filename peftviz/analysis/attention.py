@@ -25,8 +25,8 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from peftviz.data import load_data
 from peftviz.runs import Run
+from peftviz.train import run_data
 
 MAX_ROWS = 64  # query tokens in a token window
 MAX_COLUMNS = 160  # prefix keys + key tokens in a token window
@@ -103,8 +103,7 @@ def prefix_labels(n_prefix: int) -> list[str]:
 
 def validation_split(run: Run) -> tuple[list[str], list[int]]:
     """(texts, labels) of the run's validation split: the same data, seed and limit it trained on."""
-    config = run.config
-    validation = load_data(config["dataset"], config.get("seed", 0), config.get("limit")).splits["validation"]
+    validation = run_data(run).splits["validation"]
     return list(validation["text"]), list(validation["label"])
 
 

@@ -22,13 +22,11 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from peftviz.backbones import load_encoder
 from peftviz.config import TrainConfig, alpha_grid
-from peftviz.data import load_data
 from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID, KernelPrefixPropagationConfig
-from peftviz.model import PeftClassifier, build_classifier
+from peftviz.model import PeftClassifier
 from peftviz.runs import Run, RunError, atomic_write
-from peftviz.train import evaluation_metrics, load_trained, make_loader, pick_device, predict, tokenize
+from peftviz.train import evaluation_metrics, load_trained, make_loader, predict, run_data, tokenize
 
 PROPAGATION = "prefix-propagation"
 KERNEL = "kernel-prefix-propagation"
@@ -115,9 +113,7 @@ def lambda_distribution(model: PeftClassifier, tokenizer, texts: list[str], max_
 
 def validation_texts(run: Run, n_docs: int = N_LAMBDA_DOCS) -> list[str]:
     """The first `n_docs` validation documents of the run's dataset and split."""
-    config = run.config
-    data = load_data(config["dataset"], seed=config.get("seed", 0), limit=config.get("limit"))
-    validation = data.splits["validation"]
+    validation = run_data(run).splits["validation"]
     return list(validation.select(range(min(n_docs, len(validation))))["text"])
 
 
@@ -154,28 +150,15 @@ def sweep_model(run: Run, device: str = "auto") -> tuple[PeftClassifier, object]
     the kernel method's, so they load into a kernel model built with the same prefix options.
     """
     method = run.config.get("method")
-    if method == KERNEL:
-        return load_trained(run, device)
-    if method != PROPAGATION:
+    if method not in (KERNEL, PROPAGATION):
         raise ValueError(f"run {run.name} is {method}: the α sweep needs a prefix-propagation or kernel run")
-    config = run.config
-    encoder, tokenizer = load_encoder(config["model"])
-    model = build_classifier(
-        encoder, KERNEL, len(config["label_names"]), _method_options(run), config["pooling"], config["head_dropout"]
-    )
-    state = run.params()
-    missing = set(model.trainable_state_dict()) - set(state) - {"method.log_alpha"}  # α is overridden
-    if missing:
-        raise ValueError(f"run {run.name}: params.safetensors lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}")
-    model.load_state_dict(state, strict=False)
-    return model.to(pick_device(device)).eval(), tokenizer
+    return load_trained(run, device, method=KERNEL, optional=frozenset({"method.log_alpha"}))  # α is overridden
 
 
 def validation_loader(run: Run, tokenizer):
     """The run's validation split, tokenized and batched as in training."""
     config = run.config
-    data = load_data(config["dataset"], seed=config.get("seed", 0), limit=config.get("limit"))
-    examples = tokenize(data.splits["validation"], tokenizer, config["max_length"])
+    examples = tokenize(run_data(run).splits["validation"], tokenizer, config["max_length"])
     return make_loader(examples, config.get("batch_size", 16), tokenizer.pad_token_id)
 
 

@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from peftviz.attention import KERNELS, AttentionContext, KernelSpec
-from peftviz.options import option
 from peftviz.methods.prefix_propagation import PrefixPropagation, PrefixPropagationConfig
+from peftviz.options import option
 
 ALPHA_GRID = (1e-3, 3e-3, 5e-3, 7e-3, 1e-2, 4e-2)  # the paper's search grid (appendix B)
 
