@@ -161,6 +161,41 @@ def _layer_alpha(kernel: KernelSpec, layer: int, query: Tensor, key: Tensor, bia
     return kernel.alpha[layer], 1.0
 
 
+def attend(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    bias: Tensor | None,
+    scaling: float,
+    n_prefix: int,
+    kernel: KernelSpec | None,
+    layer: int,
+    dropout: float,
+    record: bool,
+) -> tuple[Tensor, Tensor | None]:
+    """Attention of queries over keys whose first `n_prefix` are prefix keys, as the method asks.
+
+    query (..., Tq, d), key/value (..., Tk, d), additive bias broadcastable to (..., Tq, Tk).
+    Returns the output (..., Tq, d) and, when recorded or needed, the weights (..., Tq, Tk).
+    `dropout` is the probability in training mode (0 in eval). Leading dims are free: BERT passes
+    (B, H), the Longformer blocks (B·blocks, H).
+    """
+    if kernel is not None and not record and _fusable(kernel):
+        out = fused_exp_kernel_attention(query, key, value, bias, scaling, n_prefix, kernel.alpha[layer], dropout)
+        return out, None
+    if kernel is not None:
+        alpha, seq_weight = _layer_alpha(kernel, layer, query, key, bias, scaling, n_prefix)
+        _, weights = kernel_attention(
+            query, key, value, bias, scaling, n_prefix, alpha, seq_weight, kernel.prefix_kernel, kernel.sequence_kernel
+        )
+    elif record:
+        weights = normalized_kernel(query, key, bias, scaling, "exp")  # (..., Tq, Tk)
+    else:  # the fast path: fused attention, no weights materialised
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout, scale=scaling)
+        return out, None
+    return F.dropout(weights, p=dropout) @ value, weights
+
+
 def peftviz_attention(
     module,
     query: Tensor,
@@ -173,40 +208,19 @@ def peftviz_attention(
     **kwargs,
 ) -> tuple[Tensor, Tensor | None]:
     """query (B, H, Tq, d), key/value (B, H, Tk, d), additive mask (B, 1, 1|Tq, Tk) -> (B, Tq, H, d)."""
-    ctx = peftviz
+    ctx = peftviz or AttentionContext()
     layer = module.layer_idx
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
-    n_prefix = 0
-    if ctx is not None:
-        n_prefix = ctx.n_prefix
-        if ctx.prefix_kv is not None:  # prefix-tuning: keys/values only, no queries
-            prefix_k, prefix_v = ctx.prefix_kv[layer]  # (B, H, j, d)
-            key = torch.cat([prefix_k, key], dim=2)  # (B, H, j + T, d)
-            value = torch.cat([prefix_v, value], dim=2)
-            if attention_mask is not None:
-                attention_mask = F.pad(attention_mask, (prefix_k.shape[2], 0), value=0.0)
-
-    if ctx is not None and ctx.kernel is not None and not ctx.record and _fusable(ctx.kernel):
-        weights = None
-        out = fused_exp_kernel_attention(
-            query, key, value, attention_mask, scaling, n_prefix, ctx.kernel.alpha[layer], dropout
-        )
-    elif ctx is not None and ctx.kernel is not None:
-        alpha, seq_weight = _layer_alpha(ctx.kernel, layer, query, key, attention_mask, scaling, n_prefix)
-        _, weights = kernel_attention(
-            query, key, value, attention_mask, scaling, n_prefix, alpha, seq_weight,
-            ctx.kernel.prefix_kernel, ctx.kernel.sequence_kernel,
-        )  # fmt: skip
-        dropped = F.dropout(weights, p=dropout, training=module.training)
-        out = dropped @ value
-    elif ctx is not None and ctx.record:
-        weights = normalized_kernel(query, key, attention_mask, scaling, "exp")  # (B, H, Tq, Tk)
-        out = F.dropout(weights, p=dropout, training=module.training) @ value
-    else:  # the fast path: fused attention, no weights materialised
-        weights = None
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling)
-
-    if ctx is not None and ctx.record:
+    if ctx.prefix_kv is not None:  # prefix-tuning: keys/values only, no queries
+        prefix_k, prefix_v = ctx.prefix_kv[layer]  # (B, H, j, d)
+        key = torch.cat([prefix_k, key], dim=2)  # (B, H, j + T, d)
+        value = torch.cat([prefix_v, value], dim=2)
+        if attention_mask is not None:
+            attention_mask = F.pad(attention_mask, (prefix_k.shape[2], 0), value=0.0)
+    out, weights = attend(
+        query, key, value, attention_mask, scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record
+    )
+    if ctx.record:
         ctx.attentions[layer] = weights.detach()
     return out.transpose(1, 2).contiguous(), weights  # (B, Tq, H, d)
 

@@ -1,8 +1,11 @@
-"""Loading encoders: the offline MiniLM by default, any local BERT/RoBERTa folder, or a hub id.
+"""Loading encoders: the offline MiniLM by default, any local BERT/RoBERTa/Longformer folder, or a hub id.
 
-Every encoder is loaded with the "peftviz" attention implementation (see attention.py) and
-without the pretrained pooler: the classification head pools for itself, and RoBERTa
-checkpoints ship no pooler weights anyway.
+Every BERT-style encoder is loaded with the "peftviz" attention implementation (see attention.py),
+every Longformer as peftviz's `LongEncoder` (see longformer.py), and none with the pretrained
+pooler: the classification head pools for itself, and RoBERTa checkpoints ship no pooler weights.
+
+Long documents offline: "long-minilm" is a Longformer built once from the shipped MiniLM and
+kept in cache/ (see long_minilm.py); with the hub, "allenai/longformer-base-4096".
 """
 
 from __future__ import annotations
@@ -10,17 +13,27 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, PreTrainedModel, RobertaConfig
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoTokenizer,
+    BertConfig,
+    LongformerConfig,
+    PreTrainedModel,
+    RobertaConfig,
+)
 from transformers.utils import logging as hf_logging
 
 from peftviz.attention import ATTN_IMPLEMENTATION
+from peftviz.longformer import LongEncoder
 
 DEFAULT_MODEL = "minilm"
 # Random tiny encoders built from config, tokenised with MiniLM's tokenizer: for tests and the smoke preset.
-TINY_MODELS = ("tiny-bert", "tiny-roberta")
+TINY_MODELS = ("tiny-bert", "tiny-roberta", "tiny-longformer")
 # Model families whose self-attention dispatches through transformers' AttentionInterface with a
 # `layer_idx`, and whose layers live at `model.encoder.layer[i].attention`.
-SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
+BERT_LIKE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
+SUPPORTED_MODEL_TYPES = (*BERT_LIKE_MODEL_TYPES, "longformer")
 
 
 class ModelLoadError(ValueError):
@@ -39,9 +52,19 @@ def minilm_path() -> Path:
 
 
 def resolve_model(name_or_path: str) -> str:
-    """'minilm' -> the shipped folder; an existing folder -> itself; anything else is a hub id."""
+    """'minilm' -> the shipped folder; 'long-minilm[-wN]' -> its cache/ folder, built on first use;
+    an existing folder -> itself; anything else is a hub id."""
+    from peftviz.long_minilm import long_minilm_path, parse_long_minilm  # builds from minilm_path()
+
     if name_or_path == DEFAULT_MODEL:
         return str(minilm_path())
+    try:
+        long = parse_long_minilm(name_or_path)
+    except ValueError as err:
+        raise ModelLoadError(str(err)) from None
+    if long is not None:
+        max_positions, window = long
+        return str(long_minilm_path(max_positions, window))
     return name_or_path
 
 
@@ -73,7 +96,10 @@ def load_encoder(name_or_path: str = DEFAULT_MODEL):
         ) from err
     _check_supported(config.model_type, name_or_path)
     try:
-        encoder = AutoModel.from_pretrained(path, add_pooling_layer=False, attn_implementation=ATTN_IMPLEMENTATION)
+        if config.model_type == "longformer":
+            encoder = LongEncoder.from_pretrained(path)
+        else:
+            encoder = AutoModel.from_pretrained(path, add_pooling_layer=False, attn_implementation=ATTN_IMPLEMENTATION)
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as err:
         raise ModelLoadError(f"cannot load the weights or tokenizer of '{name_or_path}': {err}") from err
@@ -89,21 +115,28 @@ def tiny_encoder(
     vocab_size: int = 120,
     pad_token_id: int | None = None,
     seed: int = 0,
+    window: int = 8,
 ):
-    """A small randomly initialised encoder built from config, for tests and the smoke preset."""
-    config_class = {"bert": BertConfig, "roberta": RobertaConfig}[family]
+    """A small randomly initialised encoder built from config, for tests and the smoke preset.
+
+    A tiny Longformer has an attention window of `window` tokens (one-sided window / 2).
+    """
+    config_class = {"bert": BertConfig, "roberta": RobertaConfig, "longformer": LongformerConfig}[family]
     if pad_token_id is None:
-        pad_token_id = 1 if family == "roberta" else 0
+        pad_token_id = 0 if family == "bert" else 1
+    extra = {"attention_window": window, "max_position_embeddings": 1026} if family == "longformer" else {}
     config = config_class(
         vocab_size=vocab_size,
         hidden_size=hidden,
         num_hidden_layers=layers,
         num_attention_heads=heads,
         intermediate_size=2 * hidden,
-        max_position_embeddings=514,  # RoBERTa positions start after the padding index
         pad_token_id=pad_token_id,
+        **({"max_position_embeddings": 514} | extra),  # RoBERTa positions start after the padding index
     )
     torch.manual_seed(seed)
+    if family == "longformer":
+        return LongEncoder(config)
     return AutoModel.from_config(config, add_pooling_layer=False, attn_implementation=ATTN_IMPLEMENTATION)
 
 

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from peftviz.attention import key_padding_bias
+from peftviz.longformer import BandedAttention, LongEncoder
 from peftviz.methods import make_method
 from peftviz.methods.base import PeftMethod
 
@@ -22,8 +23,9 @@ def _n_params(module: nn.Module) -> int:
 class ClassifierOutput:
     logits: Tensor  # (B, C)
     # per layer (B, H, Tq, Tk): weights over [prefix keys; sequence keys] for every query,
-    # the first `n_prefix_queries` queries being prefix positions (prefix-propagation only)
-    attentions: list[Tensor] | None = None
+    # the first `n_prefix_queries` queries being prefix positions (prefix-propagation only);
+    # on a Longformer the same weights in banded form (see longformer.BandedAttention)
+    attentions: list[Tensor | BandedAttention] | None = None
     n_prefix_queries: int = 0
 
 
@@ -75,17 +77,21 @@ class PeftClassifier(nn.Module):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         n_prefix = self.method.n_prefix_positions
-        dtype = next(self.encoder.parameters()).dtype
         ctx = self.method.new_context(input_ids.shape[0], record=output_attentions)
-        # Without padding every key is visible (prefix keys always are): no mask lets attention
-        # take its fastest, unmasked kernel.
-        bias = None if bool(attention_mask.all()) else key_padding_bias(attention_mask, n_prefix, dtype)
-        hidden = self.encoder(
-            input_ids=input_ids,
-            attention_mask=bias,  # (B, 1, 1, j + T) or None
-            token_type_ids=token_type_ids,
-            peftviz=ctx,
-        ).last_hidden_state  # (B, j + T, D)
+        if isinstance(self.encoder, LongEncoder):  # pads to its window and marks the global positions itself
+            hidden = self.encoder(input_ids, attention_mask, token_type_ids, peftviz=ctx, n_prefix_positions=n_prefix)
+        else:
+            # Without padding every key is visible (prefix keys always are): no mask lets attention
+            # take its fastest, unmasked kernel.
+            dtype = next(self.encoder.parameters()).dtype
+            bias = None if bool(attention_mask.all()) else key_padding_bias(attention_mask, n_prefix, dtype)
+            hidden = self.encoder(
+                input_ids=input_ids,
+                attention_mask=bias,  # (B, 1, 1, j + T) or None
+                token_type_ids=token_type_ids,
+                peftviz=ctx,
+            )
+        hidden = hidden.last_hidden_state  # (B, j + T, D)
         text = hidden[:, n_prefix:]  # (B, T, D)
         if self.pooling == "cls":
             pooled = text[:, 0]

@@ -5,12 +5,18 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 
-from tests.helpers import FAMILIES  # noqa: E402
+from tests.helpers import BERT_FAMILIES, FAMILIES  # noqa: E402
 
 
 @pytest.fixture(params=FAMILIES)
 def family(request):
-    """Every family-parametrised test runs on a tiny BERT and a tiny RoBERTa."""
+    """Every family-parametrised test runs on a tiny BERT, a tiny RoBERTa and a tiny Longformer."""
+    return request.param
+
+
+@pytest.fixture(params=BERT_FAMILIES)
+def bert_family(request):
+    """Tests that read BERT-style self-attention modules (query/key/value, one mask) directly."""
     return request.param
 
 

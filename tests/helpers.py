@@ -4,7 +4,8 @@ import torch
 
 from peftviz import build_classifier, tiny_encoder
 
-FAMILIES = ("bert", "roberta")
+BERT_FAMILIES = ("bert", "roberta")  # self-attention through transformers' AttentionInterface
+FAMILIES = (*BERT_FAMILIES, "longformer")  # peftviz's own banded attention (longformer.py)
 
 
 def tiny_classifier(method: str, family: str = "bert", num_labels: int = 3, seed: int = 0, **options):

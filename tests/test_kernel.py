@@ -32,8 +32,8 @@ def capture_attention_inputs(model, ids, mask, layer: int):
 
 
 @pytest.mark.parametrize("layer", [0, 1])
-def test_kernel_form_with_exact_lambda_equals_prefix_propagation(family, layer):
-    model = tiny_classifier("prefix-propagation", family, prefix_length=J)
+def test_kernel_form_with_exact_lambda_equals_prefix_propagation(bert_family, layer):
+    model = tiny_classifier("prefix-propagation", bert_family, prefix_length=J)
     ids, mask = padded_batch()
     out, q, k, v, bias, scaling = capture_attention_inputs(model, ids, mask, layer)
 
@@ -60,8 +60,8 @@ def test_kernel_model_with_exact_lambda_equals_prefix_propagation_model(family):
 
 
 @pytest.mark.parametrize("method", ["prefix-propagation", "prefix-tuning"])
-def test_recorded_lambda_equals_mass_from_q_and_k(family, method):
-    model = tiny_classifier(method, family, prefix_length=J)
+def test_recorded_lambda_equals_mass_from_q_and_k(bert_family, method):
+    model = tiny_classifier(method, bert_family, prefix_length=J)
     ids, mask = padded_batch()
     layer = 1
     out, q, k, _, bias, scaling = capture_attention_inputs(model, ids, mask, layer)

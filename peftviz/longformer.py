@@ -1,0 +1,345 @@
+"""Longformer backbones: every method on sliding-window + global attention, never an L × L matrix.
+
+transformers' `LongformerSelfAttention` takes no per-forward state and has no prefix keys, so
+peftviz runs Longformer checkpoints through its own modules. They have the same parameter names
+as `LongformerModel` (a Longformer folder or hub checkpoint loads unchanged) and compute the
+same attention (a test checks it against transformers'), with room for the methods:
+
+    positions   [P_1 … P_j | <s> text … | pad to a multiple of the window]
+    global      the first g = j + 1 positions: the prefix positions (prefix-propagation) and <s>
+
+- A global query attends to every position, with the global projections (query_global,
+  key_global, value_global); every position attends to the global keys.
+- Every other query attends, with the local projections, to the global keys and to the positions
+  at most s = window / 2 away (Longformer's sliding window).
+- Prefix-tuning's keys/values are extra keys in front of both, so every query attends to them.
+- Each query's first `ctx.n_prefix` keys are its prefix keys (prefix-tuning's extra keys, or the
+  prefix positions), so the kernel split of eq. 3 and λ(C) work as on BERT (see attention.attend).
+
+The local part runs in blocks of s queries: the queries of block b can only see positions in
+blocks b − 1, b, b + 1, so each block attends over [extra keys | global keys | 3s neighbours]
+under a band mask. Scores are (B·L/s, H, s, e + g + 3s) instead of (B, H, L, L); recorded
+weights are kept in the same banded form (`BandedAttention`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformers import LongformerConfig
+from transformers.modeling_outputs import BaseModelOutput
+from transformers.models.longformer.modeling_longformer import (
+    LongformerEmbeddings,
+    LongformerIntermediate,
+    LongformerOutput,
+    LongformerPreTrainedModel,
+    LongformerSelfOutput,
+)
+
+from peftviz.attention import AttentionContext, attend, key_padding_bias
+
+
+@dataclass
+class BandedAttention:
+    """One layer's recorded Longformer attention, in the banded form it is computed in.
+
+    Keys, as every query sees them: [e extra keys | the L positions]. Shapes:
+    front: (B, H, L, e + g) weights of the non-global queries on the extra keys and global positions
+    band: (B, H, L, 2s + 1) weights of the non-global queries on positions i − s … i + s
+    global_rows: (B, H, g, e + L) full rows of the g global queries
+    Rows of global queries in `front` and `band` are zeros. Memory is O(L · (e + g + s)).
+    """
+
+    front: Tensor
+    band: Tensor
+    global_rows: Tensor
+    n_extra: int
+    n_global: int
+
+    @property
+    def length(self) -> int:
+        return self.band.shape[2]
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """The (B, H, Tq, Tk) of the dense weights this stands for."""
+        B, H, L, _ = self.band.shape
+        return (B, H, L, self.n_extra + L)
+
+    def key_mass(self, n_keys: int) -> Tensor:
+        """(B, H, L): each query's weight on its first n_keys keys (n_keys ≤ e + g: extra and global)."""
+        g = self.n_global
+        local = self.front[..., :n_keys].sum(-1)  # (B, H, L)
+        return torch.cat([self.global_rows[..., :n_keys].sum(-1), local[:, :, g:]], dim=2)
+
+    def row_sums(self) -> Tensor:
+        """(B, H, L): each query's total weight (1 for softmax rows, 1 + α for the kernel form)."""
+        g = self.n_global
+        local = self.front.sum(-1) + self.band.sum(-1)
+        return torch.cat([self.global_rows.sum(-1), local[:, :, g:]], dim=2)
+
+    def rows(self, start: int, stop: int) -> Tensor:
+        """(B, H, stop − start, e + L): the dense rows of queries start … stop − 1."""
+        B, H, L, width = self.band.shape
+        e, g, s = self.n_extra, self.n_global, (width - 1) // 2
+        n = stop - start
+        # column of position p is e + s + p, so band keys left of position 0 land in columns >= e
+        dense = self.band.new_zeros(B, H, n, e + s + L + s)
+        dense[..., : e] = self.front[:, :, start:stop, :e]
+        dense[..., e + s : e + s + g] = self.front[:, :, start:stop, e:]
+        cols = e + torch.arange(start, stop, device=dense.device)[:, None] + torch.arange(width, device=dense.device)
+        dense.scatter_add_(-1, cols.expand(B, H, n, width), self.band[:, :, start:stop])  # position i − s + r
+        dense = torch.cat([dense[..., :e], dense[..., e + s : e + s + L]], dim=-1)  # (B, H, n, e + L)
+        n_global_rows = max(0, min(stop, g) - start)
+        if n_global_rows:
+            dense[:, :, :n_global_rows] = self.global_rows[:, :, start : start + n_global_rows]
+        return dense
+
+    def to_dense(self) -> Tensor:
+        """(B, H, L, e + L): for tests and short inputs only."""
+        return self.rows(0, self.length)
+
+    def trimmed(self, length: int) -> BandedAttention:
+        """The first `length` queries and keys (drops the padding to the window multiple)."""
+        return BandedAttention(
+            self.front[:, :, :length], self.band[:, :, :length],
+            self.global_rows[..., : self.n_extra + length], self.n_extra, self.n_global,
+        )  # fmt: skip
+
+    def select(self, index: int) -> BandedAttention:
+        """Batch item `index` (kept as a batch of one), as float32 on the CPU."""
+        pick = lambda t: t[index : index + 1].float().cpu()  # noqa: E731
+        return BandedAttention(pick(self.front), pick(self.band), pick(self.global_rows), self.n_extra, self.n_global)
+
+
+def key_mass(weights: Tensor | BandedAttention, n_keys: int) -> Tensor:
+    """(B, H, Tq): each query's weight on its first n_keys keys, for dense or banded records."""
+    if isinstance(weights, BandedAttention):
+        return weights.key_mass(n_keys)
+    return weights[..., :n_keys].sum(-1)
+
+
+def row_sums(weights: Tensor | BandedAttention) -> Tensor:
+    """(B, H, Tq): each query's total weight, for dense or banded records."""
+    return weights.row_sums() if isinstance(weights, BandedAttention) else weights.sum(-1)
+
+
+def query_rows(weights: Tensor | BandedAttention, start: int, stop: int) -> Tensor:
+    """(B, H, stop − start, Tk): dense rows of some queries, for dense or banded records."""
+    return weights.rows(start, stop) if isinstance(weights, BandedAttention) else weights[..., start:stop, :]
+
+
+# ---------------------------------------------------------------------------------------------
+# the banded attention
+
+
+def neighbour_blocks(x: Tensor, size: int) -> Tensor:
+    """(B, H, L, d) -> (B, L/size, H, 3·size, d): for block b, positions of blocks b − 1, b, b + 1."""
+    padded = F.pad(x, (0, 0, size, size))  # (B, H, L + 2s, d), zeros beyond both ends
+    return padded.unfold(2, 3 * size, size).permute(0, 2, 1, 4, 3)  # (B, nb, H, 3s, d)
+
+
+def band_mask(size: int, device) -> Tensor:
+    """(s, 3s) bool: query a of a block sees neighbour key c iff |(c − s) − a| ≤ s."""
+    a = torch.arange(size, device=device)[:, None]
+    c = torch.arange(3 * size, device=device)[None, :]
+    return (c >= a) & (c <= a + 2 * size)
+
+
+def band_from_blocks(weights: Tensor, size: int) -> Tensor:
+    """(B, nb, H, s, 3s) neighbour weights -> (B, H, L, 2s + 1) on offsets −s … s."""
+    B, nb, H = weights.shape[:3]
+    offsets = torch.arange(size, device=weights.device)[:, None] + torch.arange(2 * size + 1, device=weights.device)
+    band = weights.gather(-1, offsets.expand(B, nb, H, size, 2 * size + 1))  # (B, nb, H, s, 2s + 1)
+    return band.transpose(1, 2).reshape(B, H, nb * size, 2 * size + 1)
+
+
+@dataclass
+class LongLayout:
+    """What every layer of one forward needs to know about the padded sequence of L positions."""
+
+    n_global: int  # the first g positions are global: prefix positions and <s>
+    key_visible: Tensor  # (B, L) bool, False at padding
+
+    def local_bias(self, size: int, n_front: int, dtype: torch.dtype) -> Tensor:
+        """(B·nb, 1, s, n_front + 3s) additive bias of the blocks' keys [front keys | neighbours].
+
+        Front keys (extra and global) are always visible; a neighbour is visible inside the band
+        when it is neither padding nor global (global keys are already among the front keys).
+        """
+        B, L = self.key_visible.shape
+        local = self.key_visible.clone()
+        local[:, : self.n_global] = False
+        neighbours = F.pad(local, (size, size), value=False).unfold(1, 3 * size, size)  # (B, nb, 3s)
+        visible = band_mask(size, local.device) & neighbours[:, :, None, :]  # (B, nb, s, 3s)
+        bias = torch.zeros(B, L // size, size, n_front + 3 * size, dtype=dtype, device=local.device)
+        bias[..., n_front:].masked_fill_(~visible, torch.finfo(dtype).min)
+        return bias.view(B * (L // size), 1, size, n_front + 3 * size)
+
+
+class LongSelfAttention(nn.Module):
+    """Longformer self-attention with prefix keys, the kernel split, and banded recording.
+
+    hidden (B, L, D), L a multiple of the window -> (B, L, D). Parameters as transformers'
+    LongformerSelfAttention: local query/key/value and global query_global/key_global/value_global.
+    """
+
+    def __init__(self, config: LongformerConfig, layer_id: int):
+        super().__init__()
+        D = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.head_dim = D // self.num_heads
+        for name in ("query", "key", "value", "query_global", "key_global", "value_global"):
+            setattr(self, name, nn.Linear(D, D))
+        self.dropout = config.attention_probs_dropout_prob
+        self.layer_id = layer_id
+        self.one_sided_attn_window_size = config.attention_window[layer_id] // 2
+
+    def _heads(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, d)
+
+    def forward(self, hidden: Tensor, layout: LongLayout, ctx: AttentionContext) -> Tensor:
+        B, L, D = hidden.shape
+        s, g, layer = self.one_sided_attn_window_size, layout.n_global, self.layer_id
+        scaling = self.head_dim**-0.5
+        dropout = self.dropout if self.training else 0.0
+        extra_k = extra_v = hidden.new_zeros(B, self.num_heads, 0, self.head_dim)
+        if ctx.prefix_kv is not None:  # prefix-tuning: keys/values every query attends to
+            extra_k, extra_v = (t.to(hidden.dtype) for t in ctx.prefix_kv[layer])  # (B, H, e, d)
+        e = extra_k.shape[2]
+
+        # global queries: every position, with the global projections
+        q_glob = self._heads(self.query_global(hidden[:, :g]))  # (B, H, g, d)
+        k_glob = torch.cat([extra_k, self._heads(self.key_global(hidden))], dim=2)  # (B, H, e + L, d)
+        v_glob = torch.cat([extra_v, self._heads(self.value_global(hidden))], dim=2)
+        bias = key_padding_bias(layout.key_visible, e, hidden.dtype)  # (B, 1, 1, e + L)
+        out_glob, w_glob = attend(q_glob, k_glob, v_glob, bias, scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record)
+
+        # every other query: front keys and its window, in blocks of s queries
+        q, k, v = (self._heads(proj(hidden)) for proj in (self.query, self.key, self.value))  # (B, H, L, d)
+        nb = L // s
+        front_k = torch.cat([extra_k, k[:, :, :g]], dim=2)  # (B, H, e + g, d)
+        front_v = torch.cat([extra_v, v[:, :, :g]], dim=2)
+
+        def block_keys(front: Tensor, seq: Tensor) -> Tensor:  # -> (B·nb, H, e + g + 3s, d)
+            front = front[:, None].expand(B, nb, -1, -1, -1)
+            return torch.cat([front, neighbour_blocks(seq, s)], dim=3).flatten(0, 1)
+
+        q_blocks = q.view(B, self.num_heads, nb, s, self.head_dim).transpose(1, 2).flatten(0, 1)  # (B·nb, H, s, d)
+        block_bias = layout.local_bias(s, e + g, hidden.dtype)
+        out_local, w_local = attend(
+            q_blocks, block_keys(front_k, k), block_keys(front_v, v), block_bias,
+            scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record,
+        )  # fmt: skip
+        out_local = out_local.view(B, nb, self.num_heads, s, self.head_dim).transpose(1, 2).reshape(B, self.num_heads, L, -1)
+
+        out = torch.cat([out_glob, out_local[:, :, g:]], dim=2)  # (B, H, L, d)
+        if ctx.record:
+            ctx.attentions[layer] = self._banded(w_local.detach(), w_glob.detach(), B, e, g, s)
+        return out.transpose(1, 2).reshape(B, L, D)
+
+    def _banded(self, w_local: Tensor, w_glob: Tensor, B: int, e: int, g: int, s: int) -> BandedAttention:
+        H = self.num_heads
+        w_local = w_local.view(B, -1, H, s, w_local.shape[-1])  # (B, nb, H, s, e + g + 3s)
+        front = w_local[..., : e + g].transpose(1, 2).reshape(B, H, -1, e + g)  # (B, H, L, e + g)
+        band = band_from_blocks(w_local[..., e + g :], s)  # (B, H, L, 2s + 1)
+        front[:, :, :g] = 0  # the global queries' rows are `global_rows`
+        band[:, :, :g] = 0
+        return BandedAttention(front, band, w_glob, e, g)
+
+
+class LongAttention(nn.Module):
+    """Self-attention + output sublayer: hidden (B, L, D) -> ((B, L, D), None).
+
+    `attention_mask` (B, 1, 1, L), the additive padding bias, is not used here: it is passed so
+    that adapters hooked on this module (tiny-attention) see it, as on BERT.
+    """
+
+    def __init__(self, config: LongformerConfig, layer_id: int):
+        super().__init__()
+        self.self = LongSelfAttention(config, layer_id)
+        self.output = LongformerSelfOutput(config)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, layout: LongLayout, peftviz: AttentionContext):
+        return self.output(self.self(hidden_states, layout, peftviz), hidden_states), None
+
+
+class LongLayer(nn.Module):
+    """One Longformer layer: attention, then the feed-forward block. (B, L, D) -> (B, L, D)."""
+
+    def __init__(self, config: LongformerConfig, layer_id: int):
+        super().__init__()
+        self.attention = LongAttention(config, layer_id)
+        self.intermediate = LongformerIntermediate(config)
+        self.output = LongformerOutput(config)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, layout: LongLayout, peftviz: AttentionContext):
+        attended, _ = self.attention(hidden_states, attention_mask, layout=layout, peftviz=peftviz)
+        return self.output(self.intermediate(attended), attended)
+
+
+class LongLayers(nn.Module):
+    def __init__(self, config: LongformerConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(LongLayer(config, i) for i in range(config.num_hidden_layers))
+
+
+class LongEncoder(LongformerPreTrainedModel):
+    """A Longformer encoder run by peftviz; loads any Longformer checkpoint (same parameter names).
+
+    forward(input_ids (B, T), attention_mask (B, T) 0/1, ..., n_prefix_positions j)
+        -> last_hidden_state (B, j + T, D). The input is padded to a multiple of the attention
+    window inside and cut back after; prefix positions (added by prefix-propagation's hook on the
+    first layer) and the text's first token are global.
+    """
+
+    def __init__(self, config: LongformerConfig):
+        super().__init__(config)
+        if isinstance(config.attention_window, int):
+            config.attention_window = [config.attention_window] * config.num_hidden_layers
+        for window in config.attention_window:
+            if window <= 0 or window % 2:
+                raise ValueError(f"attention_window must be positive and even, not {window}")
+        self.embeddings = LongformerEmbeddings(config)
+        self.encoder = LongLayers(config)
+        self.post_init()
+
+    @property
+    def window_multiple(self) -> int:
+        """Sequences are padded to a multiple of this: every layer's window, so of every block size."""
+        return math.lcm(*self.config.attention_window)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        peftviz: AttentionContext | None = None,
+        n_prefix_positions: int = 0,
+    ) -> BaseModelOutput:
+        ctx = peftviz or AttentionContext()
+        j = n_prefix_positions
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        length = j + input_ids.shape[1]  # the prefix positions join at the first layer
+        pad = -length % self.window_multiple
+        input_ids = F.pad(input_ids, (0, pad), value=self.config.pad_token_id)
+        attention_mask = F.pad(attention_mask, (0, pad), value=0)
+        token_type_ids = F.pad(token_type_ids, (0, pad), value=0)
+
+        hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (B, T + pad, D)
+        key_visible = F.pad(attention_mask.bool(), (j, 0), value=True)  # (B, L)
+        layout = LongLayout(n_global=j + 1, key_visible=key_visible)
+        bias = None if bool(key_visible.all()) else key_padding_bias(attention_mask, j, hidden.dtype)
+        for layer in self.encoder.layer:
+            hidden = layer(hidden, bias, layout=layout, peftviz=ctx)  # (B, L, D)
+        if ctx.record:
+            ctx.attentions = {i: weights.trimmed(length) for i, weights in ctx.attentions.items()}
+        return BaseModelOutput(last_hidden_state=hidden[:, :length])
