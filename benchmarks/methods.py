@@ -1,7 +1,7 @@
 """What each method costs, against the plain backbone on the same inputs.
 
-    .venv/bin/python benchmarks/methods.py                      # MiniLM at 128 and 512 tokens
-    .venv/bin/python benchmarks/methods.py --lengths 128 --batch 8 --repeats 5
+    .venv/bin/python benchmarks/methods.py          # MiniLM at 128 and 512 tokens, long MiniLM at 2048
+    .venv/bin/python benchmarks/methods.py --cases minilm:128 long-minilm:2048:2 --repeats 3
 
 For every method and sequence length T, one run measures:
 - inference ratio: the classifier's forward / the plain encoder's forward (eval, no grad);
@@ -11,7 +11,9 @@ For every method and sequence length T, one run measures:
   construction: activations saved for backward (parameters excluded), gradients, AdamW state;
 - trainable parameters;
 - the share of extra work the method's design implies: j extra positions for prefix-propagation
-  (j / T more tokens everywhere), j extra keys for prefix-tuning (j / T more attention scores).
+  (j / T more tokens everywhere), j extra keys for prefix-tuning (j more keys for every query:
+  j / T more attention scores on BERT, j / (window + 2) on a Longformer, whose queries read
+  window + 1 neighbours and <s>).
 Each ratio's two sides run interleaved (A, B, A, B, ...) on separate copies of the encoder, so
 drift of the machine cancels; times are medians after a warm-up. Uses the GPU when present.
 Prints markdown.
@@ -32,6 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from peftviz import METHODS, build_classifier, load_encoder  # noqa: E402
+from peftviz.longformer import LongEncoder  # noqa: E402
 from peftviz.train import pick_device  # noqa: E402
 
 PREFIX_LENGTH = 8  # the paper's j
@@ -89,12 +92,22 @@ def options_for(method: str) -> dict:
     return {"prefix_length": PREFIX_LENGTH} if "prefix" in method else {}
 
 
-def extra_work(method: str, T: int) -> str:
+def keys_per_query(encoder, T: int) -> int:
+    """Keys a text query reads: all T on BERT; its window, itself and <s> on a Longformer."""
+    if isinstance(encoder, LongEncoder):
+        return min(T, max(encoder.config.attention_window) + 2)
+    return T
+
+
+def extra_share(method: str, encoder, T: int) -> tuple[float, str]:
+    """(share, description) of the extra work the method's design implies."""
+    j = PREFIX_LENGTH
     if method in ("prefix-propagation", "kernel-prefix-propagation"):
-        return f"{PREFIX_LENGTH}/{T} positions = {100 * PREFIX_LENGTH / T:.1f}%"
+        return j / T, f"{j}/{T} positions = {100 * j / T:.1f}%"
     if method == "prefix-tuning":
-        return f"{PREFIX_LENGTH}/{T} keys = {100 * PREFIX_LENGTH / T:.1f}% of attention scores"
-    return "–"
+        keys = keys_per_query(encoder, T)
+        return j / keys, f"{j}/{keys} keys = {100 * j / keys:.1f}% of attention scores"
+    return 0.0, "–"
 
 
 def classifier_steps(model, ids, mask, labels):
@@ -119,6 +132,7 @@ def classifier_steps(model, ids, mask, labels):
 
 
 def measure(encoder, T: int, batch: int, repeats: int, device: torch.device) -> list[dict]:
+    """One row per method at sequence length T (batch random token ids, no padding)."""
     torch.manual_seed(0)
     ids = torch.randint(1000, 29000, (batch, T), device=device)
     mask = torch.ones(batch, T, dtype=torch.long, device=device)
@@ -150,7 +164,8 @@ def measure(encoder, T: int, batch: int, repeats: int, device: torch.device) -> 
                 "memory": memory,
                 "memory ratio": memory / ft_memory,
                 "trainable": model.parameter_counts()["trainable"],
-                "extra work": extra_work(method, T),
+                "share": extra_share(method, encoder, T)[0],
+                "extra work": extra_share(method, encoder, T)[1],
             }
         )
         del model
@@ -159,24 +174,27 @@ def measure(encoder, T: int, batch: int, repeats: int, device: torch.device) -> 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="minilm")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
-    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument(
+        "--cases", nargs="+", default=["minilm:128:8", "minilm:512:8", "long-minilm:2048:2"],
+        help="MODEL:LENGTH[:BATCH] (default batch 8)",
+    )  # fmt: skip
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
 
     device = pick_device("auto")
-    encoder, _ = load_encoder(args.model)
-    encoder.to(device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"{args.model} on {name}, batch {args.batch}, median of {args.repeats}, prefix length {PREFIX_LENGTH}\n")
-    print("| T | method | inference vs plain encoder | extra work by design | train step vs fine-tuning "
-          "| training memory vs fine-tuning | trainable params |")
-    print("|---|---|---|---|---|---|---|")
-    for T in args.lengths:
-        for row in measure(encoder, T, args.batch, args.repeats, device):
+    print(f"{name}, median of {args.repeats}, prefix length {PREFIX_LENGTH}\n")
+    print("| model | T × batch | method | inference vs plain encoder | extra work by design "
+          "| train step vs fine-tuning | training memory vs fine-tuning | trainable params |")
+    print("|---|---|---|---|---|---|---|---|")
+    for case in args.cases:
+        model_name, T, batch = (case.split(":") + ["8"])[:3]
+        encoder, _ = load_encoder(model_name)
+        encoder.to(device)
+        for row in measure(encoder, int(T), int(batch), args.repeats, device):
             print(
-                f"| {T} | {row['method']} | {row['inference ratio']:.3f} ({1000 * row['inference']:.0f} ms) "
+                f"| {model_name} | {T} × {batch} | {row['method']} "
+                f"| {row['inference ratio']:.3f} ({1000 * row['inference']:.0f} ms) "
                 f"| {row['extra work']} | {row['step ratio']:.2f} ({1000 * row['step']:.0f} ms) "
                 f"| {row['memory ratio']:.2f} ({row['memory'] / 2**20:.0f} MiB) | {row['trainable']:,} |",
                 flush=True,

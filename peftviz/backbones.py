@@ -81,12 +81,12 @@ def load_encoder(name_or_path: str = DEFAULT_MODEL):
         tokenizer = AutoTokenizer.from_pretrained(minilm_path())
         family = name_or_path.removeprefix("tiny-")
         return tiny_encoder(family, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id), tokenizer
+    hf_logging.set_verbosity_error()  # the load report lists the unused pooler weights: noise here
+    hf_logging.disable_progress_bar()
     path = resolve_model(name_or_path)
     looks_local = path.startswith((".", "/", "~")) or Path(path).exists()
     if looks_local and not (Path(path).expanduser() / "config.json").is_file():
         raise ModelLoadError(f"model folder '{name_or_path}' does not exist or has no config.json")
-    hf_logging.set_verbosity_error()  # the load report lists the unused pooler weights: noise here
-    hf_logging.disable_progress_bar()
     try:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError) as err:

@@ -101,6 +101,18 @@ PRESETS: dict[str, dict[str, Any]] = {
         "learning_rates": {"fine-tuning": 1e-4, "tiny-attention": 5e-3},
         "learning_rate": 1e-2,
     },
+    # long documents: a Longformer built from MiniLM (window 256) on untruncated bbc-news articles
+    # up to 2048 tokens, prefixes as global tokens; sized for six methods on 2 CPU cores
+    "quick-long": {
+        "model": "long-minilm",
+        "limit": 60,
+        "max_length": 2048,
+        "epochs": 2,
+        "batch_size": 4,
+        "effective_batch_size": 4,
+        "learning_rates": {"fine-tuning": 1e-4, "tiny-attention": 5e-3},
+        "learning_rate": 1e-2,
+    },
     # Table 5 of the prefix-propagation paper (for a GPU): prefix length 8, effective batch 32,
     # warmup 0.1, linear schedule, 10 epochs, RoBERTa's 512 tokens
     "paper": {

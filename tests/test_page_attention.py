@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from peftviz import build_classifier, load_encoder
 from peftviz.analysis import attention as analysis
 from peftviz.figures import attention as figures
+from peftviz.longformer import BandedAttention
 from peftviz.runs import list_runs
 from peftviz.train import load_trained
 
@@ -39,10 +40,21 @@ def tiny_models():
     return models
 
 
-@pytest.fixture(scope="module")
-def long_doc(tiny_models):
-    model, tokenizer = tiny_models["prefix-propagation"]
+@pytest.fixture(scope="module", params=["tiny-bert", "tiny-longformer"])
+def long_doc(request, tiny_models):
+    """A 400+-token document under prefix-propagation: dense records (BERT) and banded (Longformer)."""
+    if request.param == "tiny-bert":
+        model, tokenizer = tiny_models["prefix-propagation"]
+    else:
+        encoder, tokenizer = load_encoder("tiny-longformer")
+        torch.manual_seed(1)
+        model = build_classifier(encoder, "prefix-propagation", 3, {"prefix_length": J}).eval()
     return analysis.document_attention(model, tokenizer, LONG_TEXT, 512)
+
+
+def dense(weights) -> torch.Tensor:
+    """(1, H, Tq, Tk) dense weights of a dense or banded record (fine for tiny test documents)."""
+    return weights.to_dense() if isinstance(weights, BandedAttention) else weights
 
 
 def recorded(model, tokenizer, text, max_length):
@@ -71,16 +83,16 @@ def test_document_shapes_for_each_method(tiny_models):
         assert (doc.n_prefix_keys, doc.n_prefix_queries) == (keys, queries), method
         assert doc.tokens[0] == "[CLS]" and doc.tokens[-1] == "[SEP]"
         assert (doc.n_layers, doc.n_heads) == (2, 4)
-        assert all(a.shape == (4, queries + T, keys + T) and a.dtype == torch.float32 for a in doc.attentions)
+        assert all(a.shape == (1, 4, queries + T, keys + T) and a.dtype == torch.float32 for a in doc.attentions)
         assert doc.probs.shape == (3,) and np.isclose(doc.probs.sum(), 1, atol=1e-5)
 
 
-def test_grid_is_the_prefix_mass_of_the_recorded_attention(tiny_models, long_doc):
+def test_grid_is_the_prefix_mass_of_the_recorded_attention(tiny_models):
     model, tokenizer = tiny_models["prefix-propagation"]
     direct = np.stack(
         [a[:, J:, :J].sum(-1).mean(-1).numpy() for a in recorded(model, tokenizer, LONG_TEXT, 512)]
     )  # (L, H): mean over text queries of their mass on the prefix keys
-    grid = analysis.prefix_mass_grid(long_doc)
+    grid = analysis.prefix_mass_grid(analysis.document_attention(model, tokenizer, LONG_TEXT, 512))
     assert grid.shape == (2, 4)
     np.testing.assert_allclose(grid, direct, atol=1e-6)
     assert 0 < grid.min() and grid.max() < 1
@@ -115,7 +127,7 @@ def test_token_window_of_a_long_document(long_doc):
     assert matrix.shape == (40, J + 80)
     assert row_labels == long_doc.tokens[200:240]
     assert col_labels == ["P1", "P2", "P3", "P4"] + long_doc.tokens[180:260]
-    full = long_doc.attentions[1][2]  # (j + T, j + T)
+    full = dense(long_doc.attentions[1])[0, 2]  # (j + T, j + T)
     rows = full[J + 200 : J + 240]
     np.testing.assert_allclose(matrix[:, :J], rows[:, :J].numpy(), atol=1e-7)
     np.testing.assert_allclose(matrix[:, J:], rows[:, J + 180 : J + 260].numpy(), atol=1e-7)
@@ -139,7 +151,7 @@ def test_prefix_rows(long_doc, tiny_models):
     assert rows.to_buckets.shape == (J, len(rows.bucket_labels)) and len(rows.bucket_labels) <= analysis.MAX_BUCKETS
     np.testing.assert_allclose(rows.to_prefixes.sum(1) + rows.to_buckets.sum(1), 1, atol=1e-5)
     np.testing.assert_allclose(rows.prefix_mass, rows.to_prefixes.sum(1), atol=1e-6)
-    full = long_doc.attentions[1][3]  # (j + T, j + T)
+    full = dense(long_doc.attentions[1])[0, 3]  # (j + T, j + T)
     for p, top in enumerate(rows.top_tokens):
         weights = [w for _, _, w in top]
         assert len(top) == 5 and weights == sorted(weights, reverse=True)
@@ -164,7 +176,7 @@ def test_prefix_mass_profile(long_doc):
 def test_a_2048_token_document_is_reduced_before_drawing():
     T, j = 2048, 4
     torch.manual_seed(0)
-    weights = torch.rand(1, j + T, j + T).softmax(-1)  # (H, j + T, j + T), one head
+    weights = torch.rand(1, 1, j + T, j + T).softmax(-1)  # (1, H, j + T, j + T), one head
     doc = analysis.DocumentAttention([f"w{i}" for i in range(T)], j, j, [weights], np.ones(2) / 2)
     assert analysis.prefix_mass_grid(doc).shape == (1, 1)
     assert analysis.prefix_mass_profile(doc).mass.shape == (1, analysis.MAX_BUCKETS)
@@ -334,3 +346,39 @@ def test_page_on_a_run_with_broken_params(smoke_store, tmp_path, monkeypatch):
     assert not at.exception
     assert len(at.error) == 1 and "params.safetensors" in at.error[0].value
     assert not at.get("plotly_chart")
+
+
+@pytest.fixture(scope="module")
+def longformer_store(tmp_path_factory):
+    """One prefix-propagation run on a tiny Longformer with 600-token documents."""
+    from peftviz.config import preset_config
+    from peftviz.train import train
+
+    store = tmp_path_factory.mktemp("longformer_store")
+    config = preset_config("smoke", "prefix-propagation", model="tiny-longformer", max_length=600, limit=24, epochs=1)
+    train(config, store)
+    return store
+
+
+def test_page_on_a_longformer_run_draws_banded_attention(longformer_store, monkeypatch):
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(longformer_store))
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert_clean(at)
+    run = list_runs(longformer_store)[0]
+    model, tokenizer = load_trained(run)
+    texts = analysis.validation_documents(run)
+    lengths = [len(tokenizer(t, truncation=True, max_length=600)["input_ids"]) for t in texts]
+    longest = int(np.argmax(lengths))
+    assert lengths[longest] == 600  # a document cut at max_length: longer than BERT-style windows
+    widget(at.selectbox, "Validation document").select_index(longest).run()
+    widget(at.slider, "Window start").set_value(300).run()  # the slider's range follows the document
+    assert_clean(at)
+    assert any(c.value.startswith("600 tokens") for c in at.caption)
+    doc = analysis.document_attention(model, tokenizer, texts[longest], 600)
+    assert isinstance(doc.attentions[0], BandedAttention)
+    shown = charts(at)
+    np.testing.assert_allclose(decode(shown["Layer"]["data"][0]["z"]), analysis.token_window(doc, 0, 0, 300, 32, 32)[0], atol=1e-6)
+    window = model.encoder.config.attention_window[0] // 2
+    matrix = analysis.token_window(doc, 0, 0, 300, 32, 32)[0][:, run_prefix_length(run) :]  # keys 268 … 363
+    far = np.abs(np.arange(300, 332)[:, None] - np.arange(268, 364)[None, :]) > window
+    assert (matrix[far] == 0).all() and (matrix[~far] > 0).any()  # local attention stays in the window

@@ -1,14 +1,15 @@
 """What the Attention page computes: one document's attention, and how much of it goes to prefixes.
 
 `document_attention` runs a trained classifier once on one document and keeps the weights the
-model records: per layer (H, Tq, Tk) over [prefix keys; sequence keys]. The first
-`n_prefix_queries` queries are prefix positions (prefix-propagation); text query t is row
-`n_prefix_queries + t`, text key t is column `n_prefix_keys + t`.
+model records: per layer, weights of shape (1, H, Tq, Tk) over [prefix keys; sequence keys] —
+dense on BERT-style encoders, banded on a Longformer (`BandedAttention`, O(L · window) memory).
+The first `n_prefix_queries` queries are prefix positions (prefix-propagation); text query t is
+row `n_prefix_queries + t`, text key t is column `n_prefix_keys + t`.
 
-Everything else reads slices of those weights and returns small arrays: a (layers, heads) grid,
-a window of at most MAX_ROWS × MAX_COLUMNS cells, per-bucket averages along the document. Nothing
-here is ever an L × L grid of the whole document, so a 512- or 2048-token document stays cheap
-to show.
+Everything else reads rows or key sums of those weights and returns small arrays: a (layers,
+heads) grid, a window of at most MAX_ROWS × MAX_COLUMNS cells, per-bucket averages along the
+document. Nothing here is ever an L × L grid of the whole document, so a 2048-token document on
+the long MiniLM stays cheap to show.
 
 Weights are read as shares of their row: weight / row sum. For softmax attention (every method
 but the kernel form) rows sum to 1 and this changes nothing. For kernel prefix-propagation the
@@ -25,6 +26,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
+from peftviz.longformer import BandedAttention, key_mass, query_rows, row_sums
 from peftviz.runs import Run
 from peftviz.train import run_data
 
@@ -40,14 +42,14 @@ class DocumentAttention:
     tokens: the T text tokens (special tokens included).
     n_prefix_keys: j, prefix keys in front of the sequence keys (0 for fine-tuning, tiny-attention).
     n_prefix_queries: prefix positions among the queries (j for prefix-propagation, else 0).
-    attentions: per layer (H, Tq, Tk) float32 on the CPU, as the model records them.
+    attentions: per layer (1, H, Tq, Tk) float32 on the CPU, dense or banded, as the model records them.
     probs: (C,) the classifier's probabilities for the document.
     """
 
     tokens: list[str]
     n_prefix_keys: int
     n_prefix_queries: int
-    attentions: list[torch.Tensor]
+    attentions: list[torch.Tensor | BandedAttention]
     probs: np.ndarray
 
     @property
@@ -56,19 +58,19 @@ class DocumentAttention:
 
     @property
     def n_heads(self) -> int:
-        return self.attentions[0].shape[0]
+        return self.attentions[0].shape[1]
 
     @property
     def n_tokens(self) -> int:
         return len(self.tokens)
 
-    def text_queries(self, layer: int) -> torch.Tensor:
-        """(H, T, Tk): the rows of the text tokens in `layer`."""
-        return self.attentions[layer][:, self.n_prefix_queries :]
+    def rows(self, layer: int, start: int, stop: int) -> torch.Tensor:
+        """(H, stop − start, Tk): dense rows of queries start … stop − 1 (prefix positions first)."""
+        return query_rows(self.attentions[layer], start, stop)[0]
 
     def prefix_queries(self, layer: int) -> torch.Tensor:
         """(H, j, Tk): the rows of the prefix positions in `layer` (empty without prefix positions)."""
-        return self.attentions[layer][:, : self.n_prefix_queries]
+        return self.rows(layer, 0, self.n_prefix_queries)
 
     @cached_property
     def query_prefix_mass(self) -> np.ndarray:
@@ -82,9 +84,9 @@ class DocumentAttention:
         if j == 0:
             return np.zeros((self.n_layers, self.n_heads, self.n_tokens), dtype=np.float32)
         per_layer = []
-        for layer in range(self.n_layers):
-            rows = self.text_queries(layer)  # (H, T, Tk)
-            per_layer.append((rows[..., :j].sum(-1) / rows.sum(-1).clamp_min(1e-12)).numpy())  # (H, T)
+        for weights in self.attentions:
+            share = key_mass(weights, j)[0] / row_sums(weights)[0].clamp_min(1e-12)  # (H, Tq)
+            per_layer.append(share[:, self.n_prefix_queries :].numpy())  # (H, T)
         return np.stack(per_layer)
 
 
@@ -118,7 +120,7 @@ def document_attention(model, tokenizer, text: str, max_length: int) -> Document
     device = next(model.parameters()).device
     with torch.inference_mode():
         out = model(batch["input_ids"].to(device), batch["attention_mask"].to(device), output_attentions=True)
-    attentions = [layer[0].float().cpu() for layer in out.attentions]  # per layer (H, Tq, Tk)
+    attentions = [_first_item(layer) for layer in out.attentions]  # per layer (1, H, Tq, Tk)
     n_queries, n_keys = attentions[0].shape[-2:]
     n_tokens = batch["input_ids"].shape[1]
     return DocumentAttention(
@@ -128,6 +130,13 @@ def document_attention(model, tokenizer, text: str, max_length: int) -> Document
         attentions=attentions,
         probs=out.logits[0].float().softmax(-1).cpu().numpy(),
     )
+
+
+def _first_item(weights: torch.Tensor | BandedAttention) -> torch.Tensor | BandedAttention:
+    """The first batch item (kept as a batch of one), float32 on the CPU."""
+    if isinstance(weights, BandedAttention):
+        return weights.select(0)
+    return weights[:1].float().cpu()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,7 +207,7 @@ def token_window(
     start, rows, lo, hi = window_keys(doc, start, rows, context)
     j = doc.n_prefix_keys
     q0 = doc.n_prefix_queries + start
-    full_rows = doc.attentions[layer][head, q0 : q0 + rows]  # (rows, Tk)
+    full_rows = doc.rows(layer, q0, q0 + rows)[head]  # (rows, Tk)
     shares = _shares(full_rows)
     matrix = torch.cat([shares[:, :j], shares[:, j + lo : j + hi]], dim=1)  # (rows, j + hi - lo)
     return matrix.numpy(), doc.tokens[start : start + rows], prefix_labels(j) + doc.tokens[lo:hi]

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from peftviz.config import TrainConfig, alpha_grid
+from peftviz.longformer import key_mass
 from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID, KernelPrefixPropagationConfig
 from peftviz.model import PeftClassifier
 from peftviz.runs import Run, RunError, atomic_write
@@ -105,8 +106,8 @@ def lambda_distribution(model: PeftClassifier, tokenizer, texts: list[str], max_
     per_layer = []
     for weights in out.attentions:  # (B, H, q + T, j + T): q prefix queries, j prefix keys
         n_prefix_keys = weights.shape[-1] - T
-        text_queries = weights[:, :, out.n_prefix_queries :, :n_prefix_keys]  # (B, H, T, j)
-        per_layer.append(text_queries.sum(-1).float().cpu())  # (B, H, T)
+        mass = key_mass(weights, n_prefix_keys)  # (B, H, q + T)
+        per_layer.append(mass[:, :, out.n_prefix_queries :].float().cpu())  # (B, H, T)
     lam = torch.stack(per_layer).permute(0, 2, 1, 3)  # (L, H, B, T)
     return lam.reshape(*lam.shape[:2], -1)[..., mask.reshape(-1)].numpy()  # (L, H, N)
 
