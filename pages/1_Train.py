@@ -33,7 +33,7 @@ with left:
             dataset = str(path)
     else:
         dataset = st.text_input("Path", placeholder="data.csv, data.jsonl, or a folder of class sub-folders")
-    model = st.text_input("Model", "minilm" if preset != "smoke" else "tiny-bert", help=TrainConfig.help()["model"])
+    model = st.text_input("Model", PRESETS[preset]["model"], help=TrainConfig.help()["model"])
 
 defaults = preset_config(preset, method)
 with right:

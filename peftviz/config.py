@@ -21,7 +21,12 @@ class TrainConfig(Options):
     method: str = option("prefix-propagation", f"tuning method: {', '.join(METHODS)}")
     method_options: dict[str, Any] = field(default_factory=dict, metadata={"help": "the method's own options"})
     label: str = option("", "display name of the run (default: the method)")
-    model: str = option("minilm", "encoder: 'minilm' (offline default), tiny-bert, tiny-roberta, a folder or a hub id")
+    model: str = option(
+        "minilm",
+        "encoder: 'minilm' (offline default); 'long-minilm' or 'long-minilm-w<window>', a Longformer built from "
+        "MiniLM for long documents; tiny-bert, tiny-roberta, tiny-longformer; a folder or a hub id "
+        "(e.g. allenai/longformer-base-4096)",
+    )
     dataset: str = option("bbc-news", "bbc-news, a .csv/.jsonl file or class folder, or a hub name (sst2, ...)")
     limit: int | None = option(None, "use at most this many examples per split (seeded subsample)")
     max_length: int = option(128, "tokens per document; longer ones are truncated")

@@ -112,8 +112,8 @@ class BandedAttention:
 
     def select(self, index: int) -> BandedAttention:
         """Batch item `index` (kept as a batch of one), as float32 on the CPU."""
-        pick = lambda t: t[index : index + 1].float().cpu()  # noqa: E731
-        return BandedAttention(pick(self.front), pick(self.band), pick(self.global_rows), self.n_extra, self.n_global)
+        front, band, global_rows = (t[index : index + 1].float().cpu() for t in (self.front, self.band, self.global_rows))
+        return BandedAttention(front, band, global_rows, self.n_extra, self.n_global)
 
 
 def key_mass(weights: Tensor | BandedAttention, n_keys: int) -> Tensor:
