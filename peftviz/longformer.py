@@ -5,7 +5,7 @@ peftviz runs Longformer checkpoints through its own modules. They have the same 
 as `LongformerModel` (a Longformer folder or hub checkpoint loads unchanged) and compute the
 same attention (a test checks it against transformers'), with room for the methods:
 
-    positions   [P_1 … P_j | <s> text … | pad to a multiple of the window]
+    positions   [P_1 … P_j | <s> text …]
     global      the first g = j + 1 positions: the prefix positions (prefix-propagation) and <s>
 
 - A global query attends to every position, with the global projections (query_global,
@@ -20,11 +20,15 @@ The local part runs in blocks of s queries: the queries of block b can only see 
 blocks b − 1, b, b + 1, so each block attends over [extra keys | global keys | 3s neighbours]
 under a band mask. Scores are (B·L/s, H, s, e + g + 3s) instead of (B, H, L, L); recorded
 weights are kept in the same banded form (`BandedAttention`).
+
+Unlike transformers' Longformer, the sequence is not padded to a multiple of the window before
+the layers: only the local attention's queries, keys and values are zero-padded to a multiple of
+s, inside the attention. The projections and feed-forward blocks run on exactly j + T positions,
+so prefix-propagation's j positions do not turn into a whole extra window of padding.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -170,9 +174,10 @@ class LongLayout:
 
         Front keys (extra and global) are always visible; a neighbour is visible inside the band
         when it is neither padding nor global (global keys are already among the front keys).
+        nb = ⌈L / s⌉: positions past L (the attention's own padding) are invisible.
         """
-        B, L = self.key_visible.shape
-        local = self.key_visible.clone()
+        local = F.pad(self.key_visible, (0, -self.key_visible.shape[1] % size), value=False)
+        B, L = local.shape
         local[:, : self.n_global] = False
         neighbours = F.pad(local, (size, size), value=False).unfold(1, 3 * size, size)  # (B, nb, 3s)
         visible = band_mask(size, local.device) & neighbours[:, :, None, :]  # (B, nb, s, 3s)
@@ -184,7 +189,7 @@ class LongLayout:
 class LongSelfAttention(nn.Module):
     """Longformer self-attention with prefix keys, the kernel split, and banded recording.
 
-    hidden (B, L, D), L a multiple of the window -> (B, L, D). Parameters as transformers'
+    hidden (B, L, D) -> (B, L, D), any L. Parameters as transformers'
     LongformerSelfAttention: local query/key/value and global query_global/key_global/value_global.
     """
 
@@ -222,7 +227,9 @@ class LongSelfAttention(nn.Module):
 
         # every other query: front keys and its window, in blocks of s queries
         q, k, v = (self._heads(proj(hidden)) for proj in (self.query, self.key, self.value))  # (B, H, L, d)
-        nb = L // s
+        padded = L - L % -s  # the next multiple of s
+        q, k, v = (F.pad(t, (0, 0, 0, padded - L)) for t in (q, k, v))  # (B, H, padded, d), zero rows
+        nb = padded // s
         front_k = torch.cat([extra_k, k[:, :, :g]], dim=2)  # (B, H, e + g, d)
         front_v = torch.cat([extra_v, v[:, :, :g]], dim=2)
 
@@ -236,11 +243,11 @@ class LongSelfAttention(nn.Module):
             q_blocks, block_keys(front_k, k), block_keys(front_v, v), block_bias,
             scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record,
         )  # fmt: skip
-        out_local = out_local.view(B, nb, self.num_heads, s, self.head_dim).transpose(1, 2).reshape(B, self.num_heads, L, -1)
+        out_local = out_local.view(B, nb, self.num_heads, s, self.head_dim).transpose(1, 2).flatten(2, 3)
 
-        out = torch.cat([out_glob, out_local[:, :, g:]], dim=2)  # (B, H, L, d)
+        out = torch.cat([out_glob, out_local[:, :, g:L]], dim=2)  # (B, H, L, d)
         if ctx.record:
-            ctx.attentions[layer] = self._banded(w_local.detach(), w_glob.detach(), B, e, g, s)
+            ctx.attentions[layer] = self._banded(w_local.detach(), w_glob.detach(), B, e, g, s).trimmed(L)
         return out.transpose(1, 2).reshape(B, L, D)
 
     def _banded(self, w_local: Tensor, w_glob: Tensor, B: int, e: int, g: int, s: int) -> BandedAttention:
@@ -293,9 +300,8 @@ class LongEncoder(LongformerPreTrainedModel):
     """A Longformer encoder run by peftviz; loads any Longformer checkpoint (same parameter names).
 
     forward(input_ids (B, T), attention_mask (B, T) 0/1, ..., n_prefix_positions j)
-        -> last_hidden_state (B, j + T, D). The input is padded to a multiple of the attention
-    window inside and cut back after; prefix positions (added by prefix-propagation's hook on the
-    first layer) and the text's first token are global.
+        -> last_hidden_state (B, j + T, D). Prefix positions (added by prefix-propagation's hook
+    on the first layer) and the text's first token are global.
     """
 
     def __init__(self, config: LongformerConfig):
@@ -308,11 +314,6 @@ class LongEncoder(LongformerPreTrainedModel):
         self.embeddings = LongformerEmbeddings(config)
         self.encoder = LongLayers(config)
         self.post_init()
-
-    @property
-    def window_multiple(self) -> int:
-        """Sequences are padded to a multiple of this: every layer's window, so of every block size."""
-        return math.lcm(*self.config.attention_window)
 
     def forward(
         self,
@@ -328,18 +329,10 @@ class LongEncoder(LongformerPreTrainedModel):
             attention_mask = torch.ones_like(input_ids)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        length = j + input_ids.shape[1]  # the prefix positions join at the first layer
-        pad = -length % self.window_multiple
-        input_ids = F.pad(input_ids, (0, pad), value=self.config.pad_token_id)
-        attention_mask = F.pad(attention_mask, (0, pad), value=0)
-        token_type_ids = F.pad(token_type_ids, (0, pad), value=0)
-
-        hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (B, T + pad, D)
-        key_visible = F.pad(attention_mask.bool(), (j, 0), value=True)  # (B, L)
+        hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (B, T, D)
+        key_visible = F.pad(attention_mask.bool(), (j, 0), value=True)  # (B, L = j + T)
         layout = LongLayout(n_global=j + 1, key_visible=key_visible)
         bias = None if bool(key_visible.all()) else key_padding_bias(attention_mask, j, hidden.dtype)
         for layer in self.encoder.layer:
-            hidden = layer(hidden, bias, layout=layout, peftviz=ctx)  # (B, L, D)
-        if ctx.record:
-            ctx.attentions = {i: weights.trimmed(length) for i, weights in ctx.attentions.items()}
-        return BaseModelOutput(last_hidden_state=hidden[:, :length])
+            hidden = layer(hidden, bias, layout=layout, peftviz=ctx)  # (B, L, D); the hook adds j at layer 0
+        return BaseModelOutput(last_hidden_state=hidden)

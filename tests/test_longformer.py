@@ -55,7 +55,7 @@ def test_a_saved_longformer_folder_loads_as_peftviz_encoder(tmp_path):
 @pytest.mark.parametrize("method", list(METHODS))
 def test_padding_to_the_window_multiple_does_not_change_logits(method):
     model = long_classifier(method)
-    ids, mask = padded_batch(lengths=(13,))  # 13 (+ j) tokens: padded inside to a multiple of 8
+    ids, mask = padded_batch(lengths=(13,))  # 13 (+ j) tokens: the local attention pads to a multiple of 4
     with torch.no_grad():
         inside = model(ids, mask).logits
         for extra in (3, 11, 19):  # padding given by the caller: to and past window multiples
