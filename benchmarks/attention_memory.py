@@ -6,9 +6,10 @@ RUN_FOLDER is a trained run (e.g. prefix-propagation from `python -m peftviz com
 quick-long`). The script copies it into a store of its own, renders pages/3_Attention.py with
 Streamlit's AppTest on the first validation document (model loaded, caches warm), then resets the
 process's peak-RSS counter (Linux: /proc/self/clear_refs) and renders the page again on the
-run's longest validation document, truncated to the run's max_length as the page does. It prints
-the document's token count and the new peak RSS above the RSS before that render: the memory
-the page needs for the document's attention, its analyses and figures. Linux only.
+longest bbc-news article pasted as "your own text", truncated to the run's max_length as the
+page does. It prints the document's token count and the new peak RSS above the RSS before that
+render: the memory the page needs for the document's attention, its analyses and figures.
+Linux only.
 """
 
 import argparse
@@ -45,15 +46,15 @@ def main() -> None:
 
     from streamlit.testing.v1 import AppTest
 
-    from peftviz.analysis.attention import validation_split
+    from peftviz.data import load_data
     from peftviz.runs import load_run
     from peftviz.train import load_trained
 
     run = load_run(store / args.run.name)
-    texts, _ = validation_split(run)
+    texts = [text for split in load_data("bbc-news").splits.values() for text in split["text"]]
+    longest = max(texts, key=len)
     _, tokenizer = load_trained(run, device="cpu")
-    lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=run.config["max_length"])["input_ids"]]
-    longest = max(range(len(texts)), key=lengths.__getitem__)
+    n_tokens = len(tokenizer(longest, truncation=True, max_length=run.config["max_length"])["input_ids"])
 
     app = AppTest.from_file(str(PAGE), default_timeout=600)
     app.run()  # first document: loads the model, fills the caches
@@ -61,12 +62,13 @@ def main() -> None:
         sys.exit(f"the page raised: {app.exception[0].message}")
     before = status_kib("VmRSS")
     reset_peak()
-    app.selectbox[1].set_value(longest).run()  # the page's document picker
+    app.radio[0].set_value("your own text").run()  # an empty text area: nothing drawn yet
+    app.text_area[0].input(longest).run()
     peak = status_kib("VmHWM")
     if app.exception:
         sys.exit(f"the page raised: {app.exception[0].message}")
     caption = next(c.value for c in app.caption if "tokens (max_length" in c.value)
-    print(f"run: {run.label} ({run.config['model']}), document {longest}: {lengths[longest]} tokens")
+    print(f"run: {run.label} ({run.config['model']}), the longest bbc-news article: {n_tokens} tokens")
     print(f"page caption: {caption}")
     print(f"peak extra memory: {(peak - before) / 1024:.0f} MiB (RSS before {before / 1024:.0f} MiB)")
     shutil.rmtree(store)

@@ -24,9 +24,10 @@ def validation_split(dataset: str, seed: int, limit: int | None, _run) -> tuple[
     return analysis.validation_split(_run)
 
 
-@st.cache_resource(show_spinner="Reading the document's attention…", max_entries=4)  # 512 tokens: ~80 MB each
-def document_attention(run_path: str, signature: tuple, doc_index: int, _model, _tokenizer, _text, _max_length):
-    return analysis.document_attention(_model, _tokenizer, _text, _max_length)
+# 512 tokens on MiniLM: ~80 MB each; 2048 tokens on the long MiniLM (banded): ~160 MB
+@st.cache_resource(show_spinner="Reading the document's attention…", max_entries=4)
+def document_attention(run_path: str, signature: tuple, text: str, _model, _tokenizer, _max_length):
+    return analysis.document_attention(_model, _tokenizer, text, _max_length)
 
 
 def first_words(text: str, n: int = 10) -> str:
@@ -46,21 +47,29 @@ try:
     if not texts:
         raise ValueError(f"the validation split of {config['dataset']} is empty")
     names = config.get("label_names") or [str(i) for i in range(model.num_labels)]
-    index = st.selectbox(
-        "Validation document", range(len(texts)), format_func=lambda i: f"{i} · {first_words(texts[i])}"
-    )
-    doc = document_attention(
-        str(run.path), run_signature(run.path), index, model, tokenizer, texts[index], config["max_length"]
-    )
+    if st.radio("Document", ["from the validation split", "your own text"], horizontal=True) == "your own text":
+        text, gold = st.text_area("Text", height=120, placeholder="Paste a document"), None
+        if not text.strip():
+            st.info("Paste a text to see where the model's attention goes on it.")
+            st.stop()
+    else:
+        index = st.selectbox(
+            "Validation document", range(len(texts)), format_func=lambda i: f"{i} · {first_words(texts[i])}"
+        )
+        text, gold = texts[index], names[labels[index]]
+    doc = document_attention(str(run.path), run_signature(run.path), text, model, tokenizer, config["max_length"])
 except (ValueError, OSError, KeyError, RuntimeError, IndexError) as err:
     appkit.show_error(err)
     st.stop()
 
 predicted = int(doc.probs.argmax())
 st.caption(
-    f"{doc.n_tokens} tokens (max_length {config['max_length']}) · gold: {names[labels[index]]} · "
+    f"{doc.n_tokens} tokens (max_length {config['max_length']}) · gold: {gold or 'unknown'} · "
     f"predicted: {names[predicted]} ({doc.probs[predicted]:.2f}) · {doc.n_prefix_keys} prefix keys"
 )
+if doc.local_window:
+    st.caption(f"Longformer: a token reads the global tokens (prefix positions and the first token) and the "
+               f"{doc.local_window} tokens on either side of it; weights outside that window are 0.")  # fmt: skip
 if doc.n_prefix_keys:
     if config["method"] == "kernel-prefix-propagation":
         st.caption("Kernel form: weights are mixing weights summing to 1 + α; λ is the prefix share, prefix / sum.")

@@ -360,6 +360,9 @@ def longformer_store(tmp_path_factory):
     return store
 
 
+WINDOW_4 = 4  # the tiny Longformer's one-sided window
+
+
 def test_page_on_a_longformer_run_draws_banded_attention(longformer_store, monkeypatch):
     monkeypatch.setenv("PEFTVIZ_RUNS", str(longformer_store))
     at = AppTest.from_file(PAGE, default_timeout=60).run()
@@ -374,6 +377,7 @@ def test_page_on_a_longformer_run_draws_banded_attention(longformer_store, monke
     widget(at.slider, "Window start").set_value(300).run()  # the slider's range follows the document
     assert_clean(at)
     assert any(c.value.startswith("600 tokens") for c in at.caption)
+    assert any(f"the {WINDOW_4} tokens on either side" in c.value for c in at.caption)
     doc = analysis.document_attention(model, tokenizer, texts[longest], 600)
     assert isinstance(doc.attentions[0], BandedAttention)
     shown = charts(at)
@@ -382,3 +386,17 @@ def test_page_on_a_longformer_run_draws_banded_attention(longformer_store, monke
     matrix = analysis.token_window(doc, 0, 0, 300, 32, 32)[0][:, run_prefix_length(run) :]  # keys 268 … 363
     far = np.abs(np.arange(300, 332)[:, None] - np.arange(268, 364)[None, :]) > window
     assert (matrix[far] == 0).all() and (matrix[~far] > 0).any()  # local attention stays in the window
+
+
+def test_page_on_your_own_text(app_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    select_run(at, "prefix-propagation")
+    at.radio[0].set_value("your own text").run()
+    assert_clean(at)
+    assert any("Paste a text" in i.value for i in at.info) and not at.get("plotly_chart")
+    at.text_area[0].input("   ").run()
+    assert any("Paste a text" in i.value for i in at.info)
+    at.text_area[0].input("shares in the bank rose after the results " * 3).run()
+    assert_clean(at)
+    assert any("gold: unknown" in c.value for c in at.caption)
+    assert "Layer" in charts(at)

@@ -53,6 +53,12 @@ class DocumentAttention:
     probs: np.ndarray
 
     @property
+    def local_window(self) -> int:
+        """Tokens each side a query reads on a Longformer (its one-sided window); 0 for full attention."""
+        first = self.attentions[0]
+        return (first.band.shape[-1] - 1) // 2 if isinstance(first, BandedAttention) else 0
+
+    @property
     def n_layers(self) -> int:
         return len(self.attentions)
 
