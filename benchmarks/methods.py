@@ -13,7 +13,9 @@ For every method and sequence length T, one run measures:
 - the share of extra work the method's design implies: j extra positions for prefix-propagation
   (j / T more tokens everywhere), j extra keys for prefix-tuning (j more keys for every query:
   j / T more attention scores on BERT, j / (window + 2) on a Longformer, whose queries read
-  window + 1 neighbours and <s>).
+  window + 1 neighbours and <s>);
+- a control row: the plain encoder on T tokens against itself on T − j, i.e. what j more tokens
+  cost the backbone's own kernels with no method involved.
 Each ratio's two sides run interleaved (A, B, A, B, ...) on separate copies of the encoder, so
 drift of the machine cancels; times are medians after a warm-up. Uses the GPU when present.
 Prints markdown.
@@ -140,14 +142,20 @@ def measure(encoder, T: int, batch: int, repeats: int, device: torch.device) -> 
     plain = copy.deepcopy(encoder).eval()  # never hooked
 
     @torch.no_grad()
-    def plain_forward():
-        plain(input_ids=ids, attention_mask=mask)
+    def plain_forward(n_tokens: int = T):
+        plain(input_ids=ids[:, :n_tokens], attention_mask=mask[:, :n_tokens])
+
+    # the control: what j more text tokens cost the plain encoder itself (no method involved)
+    shorter = T - PREFIX_LENGTH
+    plain_short, plain_seconds = paired_medians(lambda: plain_forward(shorter), plain_forward, repeats, device)
+    rows = [{"method": f"(plain encoder, {shorter} -> {T} tokens)", "inference": plain_seconds,
+             "inference ratio": plain_seconds / plain_short, "share": PREFIX_LENGTH / shorter,
+             "extra work": f"{PREFIX_LENGTH}/{shorter} positions = {100 * PREFIX_LENGTH / shorter:.1f}%"}]  # fmt: skip
 
     fine_tuning = build_classifier(copy.deepcopy(encoder), "fine-tuning", 5).to(device)
     ft_loss, ft_step, _ = classifier_steps(fine_tuning, ids, mask, labels)
     ft_step()  # measured after a step, as every row is
     ft_memory = training_memory(fine_tuning, ft_loss, ft_step, device)
-    rows = []
     for method in METHODS:
         model = build_classifier(copy.deepcopy(encoder), method, 5, options_for(method)).to(device)
         loss, step, infer = classifier_steps(model, ids, mask, labels)
@@ -192,11 +200,14 @@ def main(argv: list[str] | None = None) -> None:
         encoder, _ = load_encoder(model_name)
         encoder.to(device)
         for row in measure(encoder, int(T), int(batch), args.repeats, device):
+            training = (
+                f"{row['step ratio']:.2f} ({1000 * row['step']:.0f} ms) "
+                f"| {row['memory ratio']:.2f} ({row['memory'] / 2**20:.0f} MiB) | {row['trainable']:,}"
+                if "step" in row else "– | – | –"
+            )  # fmt: skip
             print(
                 f"| {model_name} | {T} × {batch} | {row['method']} "
-                f"| {row['inference ratio']:.3f} ({1000 * row['inference']:.0f} ms) "
-                f"| {row['extra work']} | {row['step ratio']:.2f} ({1000 * row['step']:.0f} ms) "
-                f"| {row['memory ratio']:.2f} ({row['memory'] / 2**20:.0f} MiB) | {row['trainable']:,} |",
+                f"| {row['inference ratio']:.3f} ({1000 * row['inference']:.0f} ms) | {row['extra work']} | {training} |",
                 flush=True,
             )
 
