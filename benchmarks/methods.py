@@ -105,7 +105,11 @@ def extra_share(method: str, encoder, T: int) -> tuple[float, str]:
     """(share, description) of the extra work the method's design implies."""
     j = PREFIX_LENGTH
     if method in ("prefix-propagation", "kernel-prefix-propagation"):
-        return j / T, f"{j}/{T} positions = {100 * j / T:.1f}%"
+        positions = f"{j}/{T} positions = {100 * j / T:.1f}%"
+        if isinstance(encoder, LongEncoder):  # global positions: also j more keys for every query
+            keys = keys_per_query(encoder, T)
+            positions += f"; as global keys, {j}/{keys} = {100 * j / keys:.1f}% of attention scores"
+        return j / T, positions
     if method == "prefix-tuning":
         keys = keys_per_query(encoder, T)
         return j / keys, f"{j}/{keys} keys = {100 * j / keys:.1f}% of attention scores"

@@ -29,6 +29,7 @@ so prefix-propagation's j positions do not turn into a whole extra window of pad
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -164,7 +165,7 @@ def band_from_blocks(weights: Tensor, size: int) -> Tensor:
 
 @dataclass
 class LongLayout:
-    """What every layer of one forward needs to know about the padded sequence of L positions."""
+    """What every layer of one forward needs to know about its L = j + T positions."""
 
     n_global: int  # the first g positions are global: prefix positions and <s>
     key_visible: Tensor  # (B, L) bool, False at padding
@@ -227,7 +228,7 @@ class LongSelfAttention(nn.Module):
 
         # every other query: front keys and its window, in blocks of s queries
         q, k, v = (self._heads(proj(hidden)) for proj in (self.query, self.key, self.value))  # (B, H, L, d)
-        padded = L - L % -s  # the next multiple of s
+        padded = math.ceil(L / s) * s
         q, k, v = (F.pad(t, (0, 0, 0, padded - L)) for t in (q, k, v))  # (B, H, padded, d), zero rows
         nb = padded // s
         front_k = torch.cat([extra_k, k[:, :, :g]], dim=2)  # (B, H, e + g, d)
