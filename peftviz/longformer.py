@@ -16,9 +16,9 @@ same attention (a test checks it against transformers'), with room for the metho
 - Each query's first `ctx.n_prefix` keys are its prefix keys (prefix-tuning's extra keys, or the
   prefix positions), so the kernel split of eq. 3 and λ(C) work as on BERT (see attention.attend).
 
-The local part runs in blocks of s queries: the queries of block b can only see positions in
-blocks b − 1, b, b + 1, so each block attends over [extra keys | global keys | 3s neighbours]
-under a band mask. Scores are (B·L/s, H, s, e + g + 3s) instead of (B, H, L, L); recorded
+The local part runs over the text positions in blocks of s queries: the queries of block b can
+only see positions in blocks b − 1, b, b + 1, so each block attends over [extra keys | global
+keys | 3s neighbours] under a band mask. (Prefix positions are global: never in a window.) Scores are (B·L/s, H, s, e + g + 3s) instead of (B, H, L, L); recorded
 weights are kept in the same banded form (`BandedAttention`).
 
 Unlike transformers' Longformer, the sequence is not padded to a multiple of the window before
@@ -30,7 +30,7 @@ so prefix-propagation's j positions do not turn into a whole extra window of pad
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -167,24 +167,35 @@ def band_from_blocks(weights: Tensor, size: int) -> Tensor:
 class LongLayout:
     """What every layer of one forward needs to know about its L = j + T positions."""
 
-    n_global: int  # the first g positions are global: prefix positions and <s>
+    n_prefix: int  # j: prefix positions in front of the text (prefix-propagation), all global
     key_visible: Tensor  # (B, L) bool, False at padding
+    _biases: dict = field(default_factory=dict)  # (s, front keys, dtype) -> local_bias, shared by layers
+
+    @property
+    def n_global(self) -> int:
+        """g: the prefix positions and the text's first token."""
+        return self.n_prefix + 1
 
     def local_bias(self, size: int, n_front: int, dtype: torch.dtype) -> Tensor:
-        """(B·nb, 1, s, n_front + 3s) additive bias of the blocks' keys [front keys | neighbours].
+        """(B·nb, 1, s, n_front + 3s) additive bias of the text blocks' keys [front keys | neighbours].
 
-        Front keys (extra and global) are always visible; a neighbour is visible inside the band
-        when it is neither padding nor global (global keys are already among the front keys).
-        nb = ⌈L / s⌉: positions past L (the attention's own padding) are invisible.
+        The blocks cover the T text positions (nb = ⌈T / s⌉; positions past T, the attention's
+        own padding, are invisible). Front keys (extra and global) are always visible; a
+        neighbour is visible inside the band when it is neither padding nor global (global keys
+        are already among the front keys). Computed once per forward for all layers alike.
         """
-        local = F.pad(self.key_visible, (0, -self.key_visible.shape[1] % size), value=False)
-        B, L = local.shape
-        local[:, : self.n_global] = False
-        neighbours = F.pad(local, (size, size), value=False).unfold(1, 3 * size, size)  # (B, nb, 3s)
-        visible = band_mask(size, local.device) & neighbours[:, :, None, :]  # (B, nb, s, 3s)
-        bias = torch.zeros(B, L // size, size, n_front + 3 * size, dtype=dtype, device=local.device)
-        bias[..., n_front:].masked_fill_(~visible, torch.finfo(dtype).min)
-        return bias.view(B * (L // size), 1, size, n_front + 3 * size)
+        key = (size, n_front, dtype)
+        if key not in self._biases:
+            text = self.key_visible[:, self.n_prefix :]
+            local = F.pad(text, (0, -text.shape[1] % size), value=False)
+            local[:, 0] = False  # <s> is global
+            B, T = local.shape
+            neighbours = F.pad(local, (size, size), value=False).unfold(1, 3 * size, size)  # (B, nb, 3s)
+            visible = band_mask(size, local.device) & neighbours[:, :, None, :]  # (B, nb, s, 3s)
+            bias = torch.zeros(B, T // size, size, n_front + 3 * size, dtype=dtype, device=local.device)
+            bias[..., n_front:].masked_fill_(~visible, torch.finfo(dtype).min)
+            self._biases[key] = bias.view(B * (T // size), 1, size, n_front + 3 * size)
+        return self._biases[key]
 
 
 class LongSelfAttention(nn.Module):
@@ -226,13 +237,16 @@ class LongSelfAttention(nn.Module):
         bias = key_padding_bias(layout.key_visible, e, hidden.dtype)  # (B, 1, 1, e + L)
         out_glob, w_glob = attend(q_glob, k_glob, v_glob, bias, scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record)
 
-        # every other query: front keys and its window, in blocks of s queries
-        q, k, v = (self._heads(proj(hidden)) for proj in (self.query, self.key, self.value))  # (B, H, L, d)
-        padded = math.ceil(L / s) * s
-        q, k, v = (F.pad(t, (0, 0, 0, padded - L)) for t in (q, k, v))  # (B, H, padded, d), zero rows
-        nb = padded // s
+        # every text query: the front keys and its window, in blocks of s queries. The blocks
+        # cover only the T text positions: prefix positions are global, never in a window.
+        j, T = layout.n_prefix, L - layout.n_prefix
+        k, v = (self._heads(proj(hidden)) for proj in (self.key, self.value))  # (B, H, L, d)
         front_k = torch.cat([extra_k, k[:, :, :g]], dim=2)  # (B, H, e + g, d)
         front_v = torch.cat([extra_v, v[:, :, :g]], dim=2)
+        padded = math.ceil(T / s) * s
+        q = self._heads(self.query(hidden[:, j:]))  # (B, H, T, d)
+        q, k, v = (F.pad(t, (0, 0, 0, padded - T)) for t in (q, k[:, :, j:], v[:, :, j:]))  # (B, H, padded, d)
+        nb = padded // s
 
         def block_keys(front: Tensor, seq: Tensor) -> Tensor:  # -> (B·nb, H, e + g + 3s, d)
             front = front[:, None].expand(B, nb, -1, -1, -1)
@@ -246,16 +260,18 @@ class LongSelfAttention(nn.Module):
         )  # fmt: skip
         out_local = out_local.view(B, nb, self.num_heads, s, self.head_dim).transpose(1, 2).flatten(2, 3)
 
-        out = torch.cat([out_glob, out_local[:, :, g:L]], dim=2)  # (B, H, L, d)
+        out = torch.cat([out_glob, out_local[:, :, 1:T]], dim=2)  # (B, H, L, d): global rows, then text after <s>
         if ctx.record:
-            ctx.attentions[layer] = self._banded(w_local.detach(), w_glob.detach(), B, e, g, s).trimmed(L)
+            ctx.attentions[layer] = self._banded(w_local.detach(), w_glob.detach(), B, e, j, s).trimmed(L)
         return out.transpose(1, 2).reshape(B, L, D)
 
-    def _banded(self, w_local: Tensor, w_glob: Tensor, B: int, e: int, g: int, s: int) -> BandedAttention:
-        H = self.num_heads
+    def _banded(self, w_local: Tensor, w_glob: Tensor, B: int, e: int, j: int, s: int) -> BandedAttention:
+        """Text blocks' weights (B·nb, H, s, e + g + 3s) and global rows -> one BandedAttention."""
+        H, g = self.num_heads, j + 1
         w_local = w_local.view(B, -1, H, s, w_local.shape[-1])  # (B, nb, H, s, e + g + 3s)
-        front = w_local[..., : e + g].transpose(1, 2).reshape(B, H, -1, e + g)  # (B, H, L, e + g)
-        band = band_from_blocks(w_local[..., e + g :], s)  # (B, H, L, 2s + 1)
+        front = w_local[..., : e + g].transpose(1, 2).flatten(2, 3)  # (B, H, T', e + g), text queries
+        band = band_from_blocks(w_local[..., e + g :], s)  # (B, H, T', 2s + 1)
+        front, band = (F.pad(t, (0, 0, j, 0)) for t in (front, band))  # prefix positions' rows in front
         front[:, :, :g] = 0  # the global queries' rows are `global_rows`
         band[:, :, :g] = 0
         return BandedAttention(front, band, w_glob, e, g)
@@ -332,7 +348,7 @@ class LongEncoder(LongformerPreTrainedModel):
             token_type_ids = torch.zeros_like(input_ids)
         hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (B, T, D)
         key_visible = F.pad(attention_mask.bool(), (j, 0), value=True)  # (B, L = j + T)
-        layout = LongLayout(n_global=j + 1, key_visible=key_visible)
+        layout = LongLayout(n_prefix=j, key_visible=key_visible)
         bias = None if bool(key_visible.all()) else key_padding_bias(attention_mask, j, hidden.dtype)
         for layer in self.encoder.layer:
             hidden = layer(hidden, bias, layout=layout, peftviz=ctx)  # (B, L, D); the hook adds j at layer 0
