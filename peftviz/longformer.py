@@ -169,12 +169,19 @@ class LongLayout:
 
     n_prefix: int  # j: prefix positions in front of the text (prefix-propagation), all global
     key_visible: Tensor  # (B, L) bool, False at padding
-    _biases: dict = field(default_factory=dict)  # (s, front keys, dtype) -> local_bias, shared by layers
+    _biases: dict = field(default_factory=dict)  # the attention biases, shared by all layers
 
     @property
     def n_global(self) -> int:
         """g: the prefix positions and the text's first token."""
         return self.n_prefix + 1
+
+    def global_bias(self, n_extra: int, dtype: torch.dtype) -> Tensor:
+        """(B, 1, 1, e + L) additive bias of the global queries' keys; built once per forward."""
+        key = ("global", n_extra, dtype)
+        if key not in self._biases:
+            self._biases[key] = key_padding_bias(self.key_visible, n_extra, dtype)
+        return self._biases[key]
 
     def local_bias(self, size: int, n_front: int, dtype: torch.dtype) -> Tensor:
         """(B·nb, 1, s, n_front + 3s) additive bias of the text blocks' keys [front keys | neighbours].
@@ -234,7 +241,7 @@ class LongSelfAttention(nn.Module):
         q_glob = self._heads(self.query_global(hidden[:, :g]))  # (B, H, g, d)
         k_glob = torch.cat([extra_k, self._heads(self.key_global(hidden))], dim=2)  # (B, H, e + L, d)
         v_glob = torch.cat([extra_v, self._heads(self.value_global(hidden))], dim=2)
-        bias = key_padding_bias(layout.key_visible, e, hidden.dtype)  # (B, 1, 1, e + L)
+        bias = layout.global_bias(e, hidden.dtype)  # (B, 1, 1, e + L)
         out_glob, w_glob = attend(q_glob, k_glob, v_glob, bias, scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record)
 
         # every text query: the front keys and its window, in blocks of s queries. The blocks
