@@ -3,7 +3,7 @@
 import streamlit as st
 
 from peftviz import appkit
-from peftviz.config import comparison
+from peftviz.config import comparison, over_seeds
 from peftviz.methods import describe_methods
 from peftviz.runs import run_row, store_dir
 
@@ -37,10 +37,14 @@ with st.expander("Train the quick comparison", expanded=not runs):
     st.markdown(
         "Six runs on the offline MiniLM and bbc-news (1,000 training documents, 64 tokens, 3 epochs): "
         "fine-tuning, prefix-tuning, prefix-propagation, its kernel form, and tiny-attention with 1 and "
-        "4 heads. About 10 minutes on 2 CPU cores."
+        "4 heads. About 10 minutes per seed on 2 CPU cores."
     )
+    n_seeds = int(st.number_input(
+        "Training seeds", 1, 10, 1, help="each method once per seed (0, 1, …) on the same split; with two or more "
+        "seeds the Calibration page shows each method's mean with an interval and which differences are significant",
+    ))  # fmt: skip
     if st.button("Train the quick comparison", type="primary", disabled=appkit.training_now()):
-        appkit.job_manager().start(comparison("quick"), store_dir())
+        appkit.job_manager().start(over_seeds(comparison("quick"), list(range(n_seeds))), store_dir())
 appkit.job_panel()
 
 with st.expander("The methods"):

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from peftviz import appkit
-from peftviz.config import PRESETS, TrainConfig, preset_config
+from peftviz.config import PRESETS, TrainConfig, over_seeds, preset_config
 from peftviz.data import BUILTIN, HUB_DATASETS, DataError, load_data
 from peftviz.methods import METHODS
 from peftviz.runs import CACHE_DIR, atomic_write, store_dir
@@ -48,6 +48,10 @@ with right:
         settings["max_length"] = int(st.number_input("max_length", 8, 4096, settings["max_length"], help=help_text["max_length"]))
         settings["limit"] = int(st.number_input("limit (0 = all)", 0, 10**7, settings["limit"] or 0, help=help_text["limit"])) or None
         settings["seed"] = int(st.number_input("seed", 0, 10**6, settings["seed"], help=help_text["seed"]))
+        n_seeds = int(st.number_input(
+            "seeds", 1, 10, 1, help="train once per training seed: seed, seed + 1, …; the split stays the same, "
+            "so the runs form a group that the Calibration page shows as a mean with an interval",
+        ))  # fmt: skip
         settings["schedule"] = st.selectbox("schedule", ["linear", "cosine"], help=help_text["schedule"])
         settings["pooling"] = st.selectbox("pooling", ["cls", "mean"], help=help_text["pooling"])
     with st.expander(f"{method} options", expanded=True):
@@ -58,8 +62,9 @@ if st.button("Train", type="primary", disabled=appkit.training_now()):
         if not dataset:
             raise DataError("choose a dataset first")
         config = preset_config(preset, method, model=model, dataset=dataset, method_options=options, **settings)
-        load_data(config.dataset, seed=config.seed, limit=config.limit)  # fail here, on the page, not in the job
-        appkit.job_manager().start([config], store_dir())
+        load_data(config.dataset, seed=config.data_seed, limit=config.limit)  # fail here, on the page, not in the job
+        seeds = list(range(config.seed, config.seed + n_seeds))
+        appkit.job_manager().start(over_seeds([config], seeds), store_dir())
     except ValueError as err:  # bad settings, DataError
         appkit.show_error(err)
 appkit.job_panel()

@@ -20,7 +20,7 @@ appkit.page(
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def validation_split(dataset: str, seed: int, limit: int | None, _run) -> tuple[list[str], list[int]]:
+def validation_split(dataset: str, data_seed: int, limit: int | None, _run) -> tuple[list[str], list[int]]:
     return analysis.validation_split(_run)
 
 
@@ -43,7 +43,7 @@ if run is None:
 config = run.config
 try:
     model, tokenizer = appkit.trained_model(run)
-    texts, labels = validation_split(config["dataset"], config.get("seed", 0), config.get("limit"), run)
+    texts, labels = validation_split(config["dataset"], run.data_seed, config.get("limit"), run)
     if not texts:
         raise ValueError(f"the validation split of {config['dataset']} is empty")
     names = config.get("label_names") or [str(i) for i in range(model.num_labels)]

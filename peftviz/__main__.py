@@ -16,7 +16,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from peftviz.config import PRESETS, TrainConfig, alpha_grid, comparison, preset_config
+from peftviz.config import PRESETS, TrainConfig, alpha_grid, comparison, over_seeds, parse_seeds, preset_config
 from peftviz.methods import METHODS
 from peftviz.runs import Run, list_runs, run_row, store_dir
 
@@ -47,8 +47,20 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text[f.name])
         else:
             parser.add_argument(flag, type=parse, default=None, metavar=f.name.upper(), help=help_text[f.name])
+    parser.add_argument(
+        "--seeds", type=_seeds_flag, default=None, metavar="SEEDS",
+        help="train at several training seeds: a count (3 = seeds 0, 1, 2) or a list (0,1,2); the data split "
+        "stays fixed (--data-seed), so the runs form groups and compare paired",
+    )  # fmt: skip
     parser.add_argument("--preset", choices=list(PRESETS), default="quick", help="starting values (default: quick)")
     parser.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
+
+
+def _seeds_flag(text: str) -> list[int]:
+    try:
+        return parse_seeds(text)
+    except ValueError as err:  # argparse shows an ArgumentTypeError's own message
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,6 +132,7 @@ def comparison_row(run: Run) -> dict:
     params = run.config["parameters"]
     return {
         "method": run.label,
+        "seed": run.seed,
         "method params": params["method"],
         "trainable params": params["trainable"],
         "trainable %": 100 * params["trainable"] / params["total"],
@@ -142,18 +155,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "runs":
             print(format_table([run_row(run) for run in list_runs(args.runs_dir)]))
             return 0
-        from peftviz.train import compare, train  # torch and transformers load here
+        from peftviz.train import compare  # torch and transformers load here
 
         overrides = _overrides(args)
+        if args.seeds is not None and "seed" in overrides:
+            raise ValueError("give either --seed or --seeds, not both")
         started = time.perf_counter()
         if args.command == "train":
             overrides["method_options"] = parse_method_options(args.method, args.option)
-            runs = [train(preset_config(args.preset, args.method, **overrides), args.runs_dir, TerminalProgress())]
+            configs = [preset_config(args.preset, args.method, **overrides)]
         elif args.command == "compare":
-            runs = compare(comparison(args.preset, **overrides), args.runs_dir, TerminalProgress())
+            configs = comparison(args.preset, **overrides)
         else:
             configs = alpha_grid(args.preset, tuple(args.alphas) if args.alphas else None, **overrides)
-            runs = compare(configs, args.runs_dir, TerminalProgress())
+        runs = compare(over_seeds(configs, args.seeds), args.runs_dir, TerminalProgress())
         print(format_table([comparison_row(run) for run in runs]))
         print(f"\n{len(runs)} run(s) in {(time.perf_counter() - started) / 60:.1f} minutes, stored in {args.runs_dir}")
         return 0

@@ -7,7 +7,7 @@ for each).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from peftviz.methods import METHODS
@@ -40,7 +40,8 @@ class TrainConfig(Options):
     warmup_ratio: float = option(0.1, "fraction of optimiser steps with linear warmup")
     schedule: str = option("linear", f"learning-rate decay after warmup: {', '.join(SCHEDULES)}")
     max_grad_norm: float = option(1.0, "gradient clipping norm (0 disables)")
-    seed: int = option(0, "seed of the data split, initialisation, dropout and batch order")
+    seed: int = option(0, "training seed: initialisation, dropout and batch order (runs differing only here form a group)")
+    data_seed: int = option(0, "seed of the data split and subsample, fixed apart from the training seed so runs compare paired")
     ece_bins: int = option(10, "bins of the ECE stored per epoch")
     average_heads: bool = option(False, "tiny-attention: after training, average the heads and evaluate again")
     device: str = option("auto", "auto (CUDA when present), cpu, cuda or cuda:N")
@@ -48,6 +49,11 @@ class TrainConfig(Options):
     @property
     def name(self) -> str:
         return self.label or self.method
+
+    @property
+    def run_title(self) -> str:
+        """The run's name with its training seed: what progress bars show."""
+        return f"{self.name} · seed {self.seed}"
 
     @property
     def accumulation_steps(self) -> int:
@@ -69,6 +75,8 @@ class TrainConfig(Options):
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"warmup_ratio must be in [0, 1), not {self.warmup_ratio}")
+        if self.seed < 0 or self.data_seed < 0:
+            raise ValueError(f"seeds must be >= 0, not seed={self.seed}, data_seed={self.data_seed}")
         if self.limit is not None and self.limit < 2:
             raise ValueError(f"limit must be at least 2, not {self.limit}")
 
@@ -158,6 +166,36 @@ def comparison(preset: str, **overrides) -> list[TrainConfig]:
         **{**overrides, "label": "tiny-attention 4H averaged", "method_options": {"n_heads": 4}, "average_heads": True},
     )
     return configs + [one_head, four_heads]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`--seeds` text -> training seeds: a list "0,1,2" as given, or a count "3" meaning seeds 0, 1, 2."""
+    parts = [part.strip() for part in str(text).split(",") if part.strip()]
+    try:
+        values = [int(part) for part in parts]
+    except ValueError:
+        raise ValueError(f"--seeds takes a count (3) or a list of seeds (0,1,2), not {text!r}") from None
+    if not values or min(values) < 0:
+        raise ValueError(f"--seeds takes a count (3) or a list of seeds (0,1,2), not {text!r}")
+    if len(values) == 1 and "," not in str(text):
+        return list(range(values[0])) if values[0] > 0 else _no_seeds(text)
+    if len(set(values)) != len(values):
+        raise ValueError(f"--seeds lists a seed twice: {text!r}")
+    return values
+
+
+def _no_seeds(text: str) -> list[int]:
+    raise ValueError(f"--seeds {text!r} asks for no runs; give a count >= 1 or a list of seeds")
+
+
+def over_seeds(configs: list[TrainConfig], seeds: list[int] | None) -> list[TrainConfig]:
+    """Every config at every training seed, seed by seed: seed 0's whole comparison comes first.
+
+    The data seed stays as it is, so every run sees the same split and runs compare paired.
+    """
+    if not seeds:
+        return list(configs)
+    return [replace(config, seed=seed) for seed in seeds for config in configs]
 
 
 def alpha_grid(preset: str, alphas: tuple[float, ...] | None = None, **overrides) -> list[TrainConfig]:

@@ -31,7 +31,7 @@ class Job:
 
     @property
     def names(self) -> list[str]:
-        return [config.name for config in self.configs]
+        return [config.run_title for config in self.configs]
 
     def fraction_done(self, name: str) -> float:
         """How far run `name` is, 0 to 1, counting epochs and batches."""

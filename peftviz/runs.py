@@ -14,6 +14,7 @@ load. Nothing is read with pickle: JSON, npz with allow_pickle=False, and safete
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -124,6 +125,20 @@ class Run:
         return self.config.get("label") or self.config.get("method", "?")
 
     @property
+    def seed(self) -> int:
+        return int(self.config.get("seed", 0))
+
+    @property
+    def data_seed(self) -> int:
+        """The seed of the run's split: runs from before `data_seed` existed split with `seed`."""
+        return int(self.config.get("data_seed", self.config.get("seed", 0)))
+
+    @property
+    def group_key(self) -> str:
+        """Equal for runs whose settings differ only in the training seed (see `group_runs`)."""
+        return group_key(self.config)
+
+    @property
     def params_path(self) -> Path:
         return self.path / "params.safetensors"
 
@@ -161,6 +176,60 @@ class Run:
             return load_file(str(self.params_path))
         except (OSError, SafetensorError) as err:
             raise RunError(f"run {self.name}: cannot read params.safetensors: {err}") from err
+
+
+# ---------------------------------------------------------------- groups of seeds
+
+# Config entries that are not settings (what the run found or recorded) or that differ by seed alone:
+# the training seed, and the one-head run a four-head tiny-attention run starts from (one per seed).
+_NOT_GROUP_SETTINGS = {"seed", "environment", "parameters", "label_names"}
+_NOT_GROUP_OPTIONS = {"init_from"}
+
+
+def group_key(config: dict) -> str:
+    """A short hash of every setting but the training seed; old runs get their data seed made explicit."""
+    settings = {k: v for k, v in config.items() if k not in _NOT_GROUP_SETTINGS}
+    settings["data_seed"] = config.get("data_seed", config.get("seed", 0))
+    options = settings.get("method_options")
+    if isinstance(options, dict):
+        settings["method_options"] = {k: v for k, v in options.items() if k not in _NOT_GROUP_OPTIONS}
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+@dataclass
+class Group:
+    """Runs that differ only in the training seed, ordered by seed: one method under one setting."""
+
+    key: str
+    runs: list[Run]
+
+    @property
+    def label(self) -> str:
+        return self.runs[0].label
+
+    @property
+    def seeds(self) -> list[int]:
+        return [run.seed for run in self.runs]
+
+    @property
+    def name(self) -> str:
+        """`label · N seeds · key`: unique in the store, readable in a picker."""
+        count = f"{len(self.runs)} seed" + ("s" if len(self.runs) != 1 else "")
+        return f"{self.label} · {count} · {self.key}"
+
+
+def group_runs(runs: list[Run]) -> list[Group]:
+    """Usable runs (not corrupt, at least one finished epoch) grouped by `group_key`, in store order.
+
+    Two runs with the same key and the same seed (the same comparison trained twice) both stay in
+    the group: the seed list then shows the repeat.
+    """
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        if run.status != "corrupt" and run.metrics:
+            groups.setdefault(run.group_key, []).append(run)
+    return [Group(key, sorted(members, key=lambda run: run.seed)) for key, members in groups.items()]
 
 
 def _read_json(path: Path):
@@ -222,6 +291,8 @@ def run_row(run: Run) -> dict:
     return {
         "run": run.name,
         "method": run.label,
+        "seed": run.seed,
+        "group": run.group_key if run.status != "corrupt" else None,
         "status": run.status if not run.error else f"{run.status}: {run.error}",
         "dataset": config.get("dataset", "?"),
         "model": config.get("model", "?"),

@@ -150,7 +150,7 @@ class Trainer:
     def run(self, data: TextData | None = None) -> Run:
         config = self.config
         seed_everything(config.seed)
-        data = data or load_data(config.dataset, seed=config.seed, limit=config.limit)
+        data = data or load_data(config.dataset, seed=config.data_seed, limit=config.limit)
         encoder, tokenizer = load_encoder(config.model)
         model = build_classifier(
             encoder, config.method, data.num_labels, config.method_options, config.pooling, config.head_dropout
@@ -178,7 +178,7 @@ class Trainer:
         for epoch in range(1, config.epochs + 1):
             started = time.perf_counter()
             train_loss = self._train_one_epoch(model, train_loader, optimizer, scheduler, epoch)
-            self.progress(Progress(config.name, "evaluate", epoch, config.epochs))
+            self.progress(Progress(config.run_title, "evaluate", epoch, config.epochs))
             probs, labels = predict(model, val_loader, self.device)
             metrics = evaluation_metrics(probs, labels, config.ece_bins)
             writer.write_epoch(
@@ -214,7 +214,7 @@ class Trainer:
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
             total, seen = total + loss.item() * len(batch["labels"]), seen + len(batch["labels"])
-            self.progress(Progress(config.name, "train", epoch, config.epochs, index, len(loader), total / seen))
+            self.progress(Progress(config.run_title, "train", epoch, config.epochs, index, len(loader), total / seen))
         return total / seen
 
     def _finish(self, model: PeftClassifier, best_state: dict, eval_loaders: dict, writer: RunWriter) -> None:
@@ -230,7 +230,7 @@ class Trainer:
                 "parameters": model.parameter_counts(),
             }
         writer.finish(summary)
-        self.progress(Progress(config.name, "done", config.epochs, config.epochs))
+        self.progress(Progress(config.run_title, "done", config.epochs, config.epochs))
 
     def _evaluate_named(self, model, loader, name: str, writer: RunWriter) -> dict:
         probs, labels = predict(model, loader, self.device)
@@ -252,7 +252,7 @@ def compare(
     tiny-attention run of the comparison, as the paper initialises its 4-head adapters.
     """
     first = configs[0]
-    data = load_data(first.dataset, seed=first.seed, limit=first.limit)
+    data = load_data(first.dataset, seed=first.data_seed, limit=first.limit)
     runs: list[Run] = []
     one_head: Run | None = None
     for config in configs:
@@ -267,9 +267,9 @@ def compare(
 
 
 def run_data(run: Run) -> TextData:
-    """The data a run trained on: the same dataset, seed (so the same split) and limit."""
+    """The data a run trained on: the same dataset, data seed (so the same split) and limit."""
     config = run.config
-    return load_data(config["dataset"], seed=config.get("seed", 0), limit=config.get("limit"))
+    return load_data(config["dataset"], seed=run.data_seed, limit=config.get("limit"))
 
 
 def load_trained(

@@ -322,14 +322,14 @@ def test_page_shows_a_running_grid_job_with_one_bar_per_run(kernel_store, monkey
     from peftviz.train import Progress
 
     configs = alpha_grid("quick")
-    events = [Progress(configs[0].name, "done", 3, 3), Progress(configs[1].name, "train", 2, 4, 6, 10)]
+    events = [Progress(configs[0].run_title, "done", 3, 3), Progress(configs[1].run_title, "train", 2, 4, 6, 10)]
     job = Job(configs, kernel_store, progress={event.run: event for event in events})
     monkeypatch.setattr(appkit.job_manager(), "current", job)
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception and not at.error
     bars = at.get("progress")
     labels = [bar.proto.text for bar in bars]
-    assert labels[:2] == [f"{configs[0].name}: epoch 3/3, done", f"{configs[1].name}: epoch 2/4, train"]
-    assert labels[2:] == [config.name for config in configs[2:]]
+    assert labels[:2] == [f"{configs[0].run_title}: epoch 3/3, done", f"{configs[1].run_title}: epoch 2/4, train"]
+    assert labels[2:] == [config.run_title for config in configs[2:]]
     assert [bar.proto.value for bar in bars] == [100, 40, 0, 0, 0, 0]  # percent: (2 - 1 + 6/10) / 4
     assert at.button(key="kernel_train_grid").disabled
