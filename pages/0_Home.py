@@ -5,7 +5,7 @@ import streamlit as st
 from peftviz import appkit
 from peftviz.config import comparison, over_seeds
 from peftviz.methods import describe_methods
-from peftviz.runs import run_row, store_dir
+from peftviz.runs import group_row, group_runs, run_row, store_dir
 
 appkit.page(
     "peftviz",
@@ -30,6 +30,12 @@ if runs:
         },
     )
     st.caption(f"{len(runs)} run(s) in `{store_dir()}`. Incomplete runs were stopped; their finished epochs load.")
+    groups = group_runs(runs)
+    if any(len(group.runs) > 1 for group in groups):
+        st.subheader("Groups of seeds")
+        st.dataframe([group_row(group) for group in groups], hide_index=True, width="stretch")
+        st.caption("Runs that differ only in the training seed. Best-epoch validation numbers: mean over the seeds "
+                   "[95% t-interval]. The Calibration page compares the groups with significance tests.")  # fmt: skip
 else:
     st.info(f"No runs in `{store_dir()}` yet.")
 

@@ -1,15 +1,17 @@
-"""Calibration: reliability diagrams, ECE per epoch with bootstrap bands, and temperature scaling."""
+"""Calibration: reliability diagrams (binned and smooth), ECE over epochs, a comparison table with
+intervals and significance, and recalibration; for single runs or for groups of seeds."""
 
 import pandas as pd
 import streamlit as st
 
-from peftviz import appkit
+from peftviz import appkit, estimators
 from peftviz.analysis import calibration as analysis
+from peftviz.analysis import comparison as cmp
 from peftviz.figures import calibration as figures
-from peftviz.runs import RunError, run_signature
+from peftviz.runs import Group, RunError, group_runs, run_signature
 
-N_RESAMPLES = 200  # enough for a readable band; thousands would slow every widget change
-MAX_DEFAULT_RUNS = 6
+MAX_DEFAULT_UNITS = 6
+RESAMPLE_CHOICES = (200, 1000)  # 200: a readable band in seconds; 1000: the report's precision
 
 appkit.page(
     "Calibration",
@@ -18,30 +20,61 @@ appkit.page(
     "confidence bins and plots each bin's accuracy against its mean confidence; a calibrated model "
     "sits on the diagonal. The **expected calibration error** summarises the diagram as the gap "
     "weighted by how many predictions each bin holds: "
-    r"$\mathrm{ECE} = \sum_b \frac{n_b}{N}\,\lvert \mathrm{acc}(b) - \mathrm{conf}(b) \rvert$.",
+    r"$\mathrm{ECE} = \sum_b \frac{n_b}{N}\,\lvert \mathrm{acc}(b) - \mathrm{conf}(b) \rvert$. "
+    "Binned ECE depends on the bins and is biased upwards on few examples, so the page also shows the "
+    "smooth ECE (Błasiok & Nakkiran 2024), a debiased ECE and ECE-sweep, each with a 95% interval, "
+    "and says which differences between methods are larger than chance.",
 )
 
 
-# cache_resource, not cache_data: results are shared, never pickled. The run object is not hashed
-# (leading underscore): `key` (run folder, run signature) stands for it, and changes with every epoch.
+# cache_resource, not cache_data: results are shared, never pickled. Runs are not hashed (leading
+# underscore): `key`, the run folders and their signatures, stands for them and changes with every epoch.
 @st.cache_resource(show_spinner=False, max_entries=512)
 def reliability(_run, key, epoch, n_bins, scheme, name):
     return analysis.reliability_table(_run, epoch, n_bins, scheme, name)
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)
-def ece_curve(_run, key, n_bins, scheme, name):
-    return analysis.ece_over_epochs(_run, n_bins, scheme, N_RESAMPLES, name)
-
-
-@st.cache_resource(show_spinner=False, max_entries=64)
-def temperature(_run, key, n_bins, scheme, name):
-    return analysis.temperature_scaling(_run, n_bins, scheme, name)
+def smooth(_run, key, epoch, n_resamples, band):
+    return analysis.smooth_diagram(_run, epoch, n_resamples, band=band)
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)
-def metrics(_run, key, epoch, n_bins, scheme, name):
-    return analysis.metrics_row(_run, epoch, n_bins, scheme, name)
+def ece_curve(_unit, key, n_bins, scheme, n_resamples, name):
+    if len(_unit.runs) == 1:
+        return analysis.ece_over_epochs(_unit.runs[0], n_bins, scheme, n_resamples, name)
+    return analysis.group_ece_over_epochs(_unit, n_bins, scheme, name)
+
+
+@st.cache_resource(show_spinner=False, max_entries=1024)
+def estimates(_run, key, settings, metrics):
+    return cmp.run_estimates(_run, settings, metrics)
+
+
+def comparison(units: list[Group], settings: cmp.Settings, metrics: tuple) -> cmp.Comparison:
+    """Every run estimated once (cached per run), with a progress bar while new ones compute."""
+    members = [run for unit in units for run in unit.runs]
+    bar = st.progress(0.0)
+    found = {}
+    for done, run in enumerate(members):
+        bar.progress(done / len(members), text=f"Estimating every metric with its interval: run {done + 1} of {len(members)}")
+        found[run.name] = estimates(run, (str(run.path), run_signature(run.path)), settings, metrics)
+    bar.empty()
+    return cmp.compare_estimates(units, found, settings, metrics)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def recalibrated(_run, key, settings, metrics):
+    return analysis.recalibration_estimates(_run, settings, metrics)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def recalibration_bins(_run, key, name, n_bins, scheme):
+    return analysis.recalibration_bins(_run, name, n_bins, scheme)
+
+
+def signature(units: list[Group]) -> tuple:
+    return tuple((str(run.path), run_signature(run.path)) for unit in units for run in unit.runs)
 
 
 corrupt = [run for run in appkit.runs() if run.status == "corrupt"]
@@ -52,86 +85,140 @@ if not usable:
     st.info("No runs with a finished epoch yet: train some on the Home or Train page, then come back.")
     st.stop()
 
-by_name = {run.name: run for run in usable}
-names = analysis.display_names(usable)
-chosen = st.multiselect(
-    "Runs",
-    list(by_name),
-    default=[run.name for run in analysis.default_selection(usable, MAX_DEFAULT_RUNS)],
-    format_func=names.get,
-)
+# ---------------------------------------------------------------- what to show
+groups = group_runs(usable)
+has_seeds = any(len(group.runs) > 1 for group in groups)
+as_groups = st.radio("Show", ["groups of seeds", "single runs"], index=0 if has_seeds else 1, horizontal=True,
+                     help="A group is the runs of one setting at several training seeds: its mean, an interval "
+                     "over the seeds, and its members.", key="calibration_show") == "groups of seeds"  # fmt: skip
+if as_groups:
+    candidates = {group.key: group for group in groups}
+    names = cmp.unique_names(groups)
+    default = [g.key for g in cmp.select_units(usable)[:MAX_DEFAULT_UNITS]]
+else:
+    candidates = {run.name: Group(run.name, [run]) for run in usable}
+    names = analysis.display_names(usable)
+    default = [run.name for run in analysis.default_selection(usable, MAX_DEFAULT_UNITS)]
+chosen = st.multiselect("Groups" if as_groups else "Runs", list(candidates), default=default, format_func=names.get,
+                        key=f"calibration_units_{as_groups}")  # fmt: skip
 if not chosen:
-    st.info("Pick at least one run.")
+    st.info("Pick at least one.")
     st.stop()
-runs = [by_name[name] for name in chosen]
+units = [candidates[name] for name in chosen]
+runs = [run for unit in units for run in unit.runs]
 
-left, middle, right = st.columns(3)
-scheme = left.radio("Bins", list(analysis.SCHEME_NAMES), format_func=analysis.SCHEME_NAMES.get, horizontal=True)
-n_bins = middle.slider("Number of bins", 5, 30, 10)
+left, middle, right, far = st.columns(4)
+scheme = left.radio("Bins", list(analysis.SCHEME_NAMES), format_func=analysis.SCHEME_NAMES.get, horizontal=True,
+                     key="calibration_scheme")  # fmt: skip
+n_bins = middle.slider("Number of bins", 5, 30, 10, key="calibration_bins")
 max_epoch = max(max(analysis.finished_epochs(run)) for run in runs)
-epoch = right.slider("Epoch", 1, max_epoch, max_epoch) if max_epoch > 1 else 1
+epoch = right.slider("Epoch", 1, max_epoch, max_epoch, key="calibration_epoch") if max_epoch > 1 else 1
 right.caption("Runs with fewer finished epochs show their last one.")
-
+n_resamples = far.radio("Bootstrap resamples", RESAMPLE_CHOICES, horizontal=True,
+                        help="Resamples of the examples behind every interval; seeded, so numbers repeat.",
+                        key="calibration_resamples")  # fmt: skip
 keys = {run.name: (str(run.path), run_signature(run.path)) for run in runs}
 
+# ---------------------------------------------------------------- diagrams
 st.subheader("Reliability diagrams")
-cells = [cell for _ in range(0, len(runs), 3) for cell in st.columns(3)]  # rows of three
-tables = []
-for run, cell in zip(runs, cells):
-    with cell:
-        try:
-            table = reliability(run, keys[run.name], epoch, n_bins, scheme, names[run.name])
-        except (RunError, ValueError) as err:
-            appkit.show_error(err)
-            continue
-        tables.append(table)
-        st.plotly_chart(figures.reliability_figure(table), key=f"reliability-{run.name}")
-        st.caption(figures.caption(table))
+if not as_groups:
+    cells = [cell for _ in range(0, len(runs), 3) for cell in st.columns(3)]  # rows of three
+    for run, cell in zip(runs, cells):
+        with cell:
+            try:
+                table = reliability(run, keys[run.name], epoch, n_bins, scheme, names[run.name])
+            except (RunError, ValueError) as err:
+                appkit.show_error(err)
+                continue
+            appkit.chart(figures.reliability_figure(table), f"reliability-{run.name}", data=table)
+            st.caption(figures.caption(table))
+try:
+    with st.spinner("Smoothing the reliability curves…"):
+        curves = {  # a group is banded over its seeds, so its runs need no bootstrap band of their own
+            names[unit.key]: analysis.group_mean_curve(
+                [smooth(run, keys[run.name], epoch, n_resamples, len(unit.runs) == 1) for run in unit.runs]
+            )
+            for unit in units
+        }
+except (RunError, ValueError) as err:
+    appkit.show_error(err)
+else:
+    band = f"95% bootstrap over {n_resamples} resamples of the examples"
+    if as_groups:
+        band = f"groups: 95% t-interval of the mean over seeds; a group of one run: {band}"
+    title = f"Smooth reliability diagram (relplot) · epoch {epoch} validation"
+    appkit.chart(figures.smooth_reliability_figure(curves, title, band), "smooth-reliability")
+    st.caption("Kernel-smoothed accuracy against confidence, with the bandwidth that relplot's smooth ECE "
+               "chooses; below it, the density of the confidences. No bins to choose.")  # fmt: skip
 
 st.subheader("ECE over epochs")
-curves = []
-for run in runs:
+frames = []
+for unit in units:
     try:
-        curves.append(ece_curve(run, keys[run.name], n_bins, scheme, names[run.name]))
+        frames.append(ece_curve(unit, signature([unit]), n_bins, scheme, n_resamples, names[unit.key]))
     except (RunError, ValueError) as err:
         appkit.show_error(err)
-if curves:
-    st.plotly_chart(figures.ece_over_epochs_figure(pd.concat(curves), scheme, n_bins, N_RESAMPLES, epoch))
-    st.caption("ECE is biased upwards and resampling adds to that, so a band can lie above its line.")
+if frames:
+    band = ("95% t-interval of the mean over seeds (dotted: each seed)" if as_groups
+            else f"95% percentile bootstrap over {n_resamples} resamples of the validation examples")  # fmt: skip
+    appkit.chart(figures.ece_over_epochs_figure(pd.concat(frames), scheme, n_bins, band, epoch), "ece-over-epochs")
 
-st.subheader("Temperature scaling")
+# ---------------------------------------------------------------- comparison
+st.subheader("Comparison")
+split = st.radio("Judge on", ["test (best epoch)", "validation (chosen epoch)"], horizontal=True,
+                 help="The best epoch is chosen on validation, so its validation numbers are optimistic.",
+                 key="calibration_split")  # fmt: skip
+metrics = st.multiselect("Metrics", list(estimators.ESTIMATORS), default=list(estimators.DEFAULT_METRICS),
+                         format_func=lambda name: estimators.ESTIMATORS[name].heading, key="calibration_metrics")  # fmt: skip
+settings = cmp.Settings("test" if split.startswith("test") else epoch, n_bins, scheme, n_resamples)
+judged = units if settings.which != "test" else [u for u in units if all(analysis.has_predictions(r, "test") for r in u.runs)]
+if len(judged) < len(units):
+    left_out = ", ".join(names[u.key] for u in units if u not in judged)
+    st.caption(f"Left out of the comparison: {left_out} (no test predictions: they are written when a run finishes).")
+try:
+    if not judged:
+        raise RunError("none of the chosen runs has finished: judge on validation instead")
+    result = comparison(judged, settings, tuple(metrics))
+except (RunError, ValueError) as err:
+    appkit.show_error(err)
+else:
+    st.dataframe(cmp.wide_summary(result), hide_index=True, key="comparison-summary")
+    st.caption("Each cell: value [95% interval]. One run: bootstrap over the examples. Several seeds: mean "
+               "over seeds, t-interval over seeds.")  # fmt: skip
+    if not result.pairs.empty:
+        st.dataframe(cmp.wide_pairs(result), hide_index=True, key="comparison-pairs")
+        st.caption("Differences A − B; * marks a difference significant at 5% after Holm's correction over the "
+                   "pairs, per metric. Single runs: paired bootstrap on the same examples; groups: paired-by-seed "
+                   "t-test (Welch's where the seeds differ).")  # fmt: skip
+        shown = st.selectbox("Differences in", result.metrics, format_func=lambda n: estimators.ESTIMATORS[n].heading,
+                             key="calibration_difference_metric")  # fmt: skip
+        appkit.chart(figures.differences_figure(result.pairs, shown, estimators.ESTIMATORS[shown].heading), "differences")
+    for name, table in (("summary", result.summary), ("pairs", result.pairs)):
+        st.download_button(f"Download the {name} (CSV)", table.to_csv(index=False), file_name=f"comparison-{name}.csv",
+                           mime="text/csv", on_click="ignore", key=f"comparison-{name}-csv")  # fmt: skip
+
+# ---------------------------------------------------------------- recalibration
+st.subheader("Recalibration")
 with_test = [run for run in runs if analysis.has_predictions(run, "test")]
 if with_test:
-    run = by_name[st.selectbox("Run", [run.name for run in with_test], format_func=names.get)]
+    run_names = analysis.display_names(with_test)
+    run = st.selectbox("Run", with_test, format_func=lambda r: run_names[r.name], key="recalibration_run")
+    settings = cmp.Settings("test", n_bins, scheme, n_resamples)
     try:
-        result = temperature(run, keys[run.name], n_bins, scheme, names[run.name])
+        table = recalibrated(run, keys[run.name], settings, tuple(metrics))
+        method = st.radio("Diagram", list(analysis.RECALIBRATION_NAMES)[1:], horizontal=True,
+                          format_func=analysis.RECALIBRATION_NAMES.get, key="recalibration_map")  # fmt: skip
+        result = recalibration_bins(run, keys[run.name], method, n_bins, scheme)
     except (RunError, ValueError) as err:
         appkit.show_error(err)
     else:
-        st.plotly_chart(figures.temperature_figure(result), key="temperature")
-        st.dataframe(result.comparison(), width="content")
+        st.dataframe(analysis.recalibration_wide(table), hide_index=True, key="recalibration-table")
+        appkit.chart(figures.temperature_figure(result), "recalibration")
         st.caption(
-            f"One temperature T = {result.temperature:.3g} divides every log-probability. It is fitted "
-            f"to minimise NLL on the validation predictions of epoch {result.fitted_on_epoch}, the best "
-            "epoch, and judged on that epoch's test predictions. It never changes the predicted class."
+            f"Each map is fitted on the validation predictions of epoch {result.fitted_on_epoch}, the best epoch, "
+            "and judged on that epoch's test predictions. Temperature scaling divides every log-probability by one "
+            "T; vector scaling learns a weight and a bias per class; isotonic regression maps each class's "
+            "probability through a monotone step function, then renormalises."
         )
 else:
     st.info("None of the chosen runs has test predictions: they are written when a run finishes.")
-
-st.subheader("Metrics")
-rows = []
-for run in runs:
-    try:
-        rows.append(metrics(run, keys[run.name], epoch, n_bins, scheme, names[run.name]))
-    except (RunError, ValueError) as err:
-        appkit.show_error(err)
-if rows:
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
-    st.caption(f"Validation predictions at the chosen epoch; ECE, MCE, ACE and classwise ECE with "
-               f"{n_bins} {analysis.SCHEME_NAMES[scheme]} bins.")
-st.download_button(
-    "Download the per-bin table (CSV)",
-    analysis.bins_csv(tables),
-    file_name=f"calibration-bins-{scheme}-{n_bins}-epoch{epoch}.csv",
-    mime="text/csv",
-)

@@ -17,8 +17,10 @@ from dataclasses import fields
 from pathlib import Path
 
 from peftviz.config import PRESETS, TrainConfig, alpha_grid, comparison, over_seeds, parse_seeds, preset_config
+from peftviz.estimators import DEFAULT_METRICS, ESTIMATORS
 from peftviz.methods import METHODS
-from peftviz.runs import Run, list_runs, run_row, store_dir
+from peftviz.runs import CACHE_DIR, Run, atomic_write, group_row, group_runs, list_runs, run_row, store_dir
+from peftviz.tables import format_table
 
 # settings that are not plain flags: the method has its own flag, and options come as --option
 NOT_FLAGS = {"method", "method_options"}
@@ -75,9 +77,47 @@ def build_parser() -> argparse.ArgumentParser:
     grid = commands.add_parser("alpha-grid", help="train kernel prefix-propagation at each α of the paper's grid")
     grid.add_argument("--alphas", type=float, nargs="+", default=None, help="α values (default: the paper's grid)")
     _add_config_flags(grid)
-    runs = commands.add_parser("runs", help="list the run store")
+    runs = commands.add_parser("runs", help="list the run store and its groups of seeds")
     runs.add_argument("--runs-dir", type=Path, default=store_dir())
+    _add_report_parser(commands)
     return parser
+
+
+def _add_report_parser(commands) -> None:
+    report = commands.add_parser(
+        "report", help="compare runs or groups: each metric's mean and interval, and which differences are significant"
+    )
+    report.add_argument("units", nargs="*", metavar="RUN_OR_GROUP",
+                        help="run folder names, group keys or method labels (default: every group of the store's "
+                        "most common data split)")  # fmt: skip
+    report.add_argument("--metric", action="append", default=None, choices=list(ESTIMATORS), dest="metrics",
+                        help=f"a metric to report; repeat for several (default: {', '.join(DEFAULT_METRICS)})")  # fmt: skip
+    report.add_argument("--epoch", type=int, default=None,
+                        help="judge that epoch's validation predictions (default: the best epoch's test predictions)")  # fmt: skip
+    report.add_argument("--bins", type=int, default=10, help="bins of the binned estimators (default: 10)")
+    report.add_argument("--scheme", choices=["width", "mass"], default="width", help="equal-width or equal-mass bins")
+    report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
+    report.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
+    report.add_argument("--csv", type=Path, default=None, metavar="PREFIX",
+                        help="write PREFIX-summary.csv and PREFIX-pairs.csv (default: cache/reports/report-<time>)")  # fmt: skip
+    report.add_argument("--runs-dir", type=Path, default=store_dir())
+
+
+def report(args: argparse.Namespace) -> int:
+    from peftviz.analysis import comparison as cmp  # numpy, pandas and scipy; no torch
+
+    settings = cmp.Settings("test" if args.epoch is None else args.epoch, args.bins, args.scheme, args.resamples,
+                            args.bootstrap_seed)  # fmt: skip
+    units = cmp.select_units(list_runs(args.runs_dir), args.units)
+    result = cmp.compare_groups(units, settings, args.metrics)
+    print(cmp.markdown(result))
+    prefix = args.csv or CACHE_DIR / "reports" / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
+    for name, table in (("summary", result.summary), ("pairs", result.pairs)):
+        path = Path(f"{prefix}-{name}.csv")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda tmp, table=table: table.to_csv(tmp, index=False))
+        print(f"wrote {path}")
+    return 0
 
 
 def _overrides(args: argparse.Namespace) -> dict:
@@ -108,24 +148,6 @@ def parse_method_options(method: str, pairs: list[str]) -> dict:
     return options
 
 
-def format_table(rows: list[dict]) -> str:
-    """Rows of dicts -> a markdown table; floats to 3 significant digits."""
-    if not rows:
-        return "(none)"
-
-    def cell(value) -> str:
-        if value is None:
-            return "–"
-        if isinstance(value, float):
-            return f"{value:.3g}"
-        return str(value)
-
-    header = list(rows[0])
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(row[key]) for key in header) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def comparison_row(run: Run) -> dict:
     best, summary = run.best_metrics, run.summary
     averaged = summary.get("averaged", {}).get("validation", {})
@@ -153,8 +175,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "runs":
-            print(format_table([run_row(run) for run in list_runs(args.runs_dir)]))
+            runs = list_runs(args.runs_dir)
+            print(format_table([run_row(run) for run in runs]))
+            print("\nGroups (runs that differ only in the training seed):\n")
+            print(format_table([group_row(group) for group in group_runs(runs)]))
             return 0
+        if args.command == "report":
+            return report(args)
         from peftviz.train import compare  # torch and transformers load here
 
         overrides = _overrides(args)

@@ -12,16 +12,36 @@ from pathlib import Path
 
 import streamlit as st
 
+from peftviz.figures.export import IMAGE_FORMATS, figure_table, file_stem, toolbar_config
 from peftviz.jobs import JobManager
 from peftviz.runs import Run, list_runs, load_run, run_signature, store_dir, store_signature
 from peftviz.train import load_trained
 
+IMAGE_FORMAT_KEY = "chart_image_format"
+
 
 def page(title: str, explanation: str) -> None:
-    """Title and the two or three sentences that say what the page shows."""
+    """Title and the two or three sentences that say what the page shows; the charts' export format."""
     st.set_page_config(page_title=f"peftviz · {title}", layout="wide")
+    st.sidebar.radio(
+        "Charts download as", IMAGE_FORMATS, format_func=str.upper, horizontal=True, key=IMAGE_FORMAT_KEY,
+        help="The camera button in a chart's toolbar saves the chart in this format; the CSV button under it "
+        "saves the numbers it draws.",
+    )  # fmt: skip
     st.title(title)
     st.markdown(explanation)
+
+
+def chart(fig, key: str, where=st, data=None) -> None:
+    """Draw a plotly figure with its toolbar set to save SVG or PNG, and a CSV of its numbers below it:
+    `data` when given (a DataFrame richer than what is drawn, e.g. per-bin tables), else the traces."""
+    title = (fig.layout.title.text or key).split("<br>")[0]
+    name = file_stem(f"{title} {key}" if fig.layout.title.text else key)
+    where.plotly_chart(fig, key=key, config=toolbar_config(name, st.session_state.get(IMAGE_FORMAT_KEY, "svg")))
+    where.download_button(
+        "CSV", (figure_table(fig) if data is None else data).to_csv(index=False), file_name=f"{name}.csv", mime="text/csv",
+        key=f"{key}-csv", on_click="ignore", icon=":material/download:", help="the numbers this chart draws",
+    )  # fmt: skip
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

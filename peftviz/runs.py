@@ -232,6 +232,30 @@ def group_runs(runs: list[Run]) -> list[Group]:
     return [Group(key, sorted(members, key=lambda run: run.seed)) for key, members in groups.items()]
 
 
+def group_row(group: Group) -> dict:
+    """One row of the groups table: the group's best-epoch validation numbers as mean [95% t-interval]."""
+    from peftviz.stats import t_interval
+
+    def mean_interval(key: str) -> str:
+        values = [run.best_metrics[key] for run in group.runs if key in run.best_metrics]
+        if not values:
+            return "–"
+        mean, low, high = t_interval(values)
+        return f"{mean:.4f}" if len(values) < 2 else f"{mean:.4f} [{low:.4f}, {high:.4f}]"
+
+    first = group.runs[0]
+    return {
+        "group": group.key,
+        "method": group.label,
+        "dataset": first.config.get("dataset", "?"),
+        "model": first.config.get("model", "?"),
+        "seeds": ",".join(map(str, group.seeds)),
+        "complete": sum(run.status == "complete" for run in group.runs),
+        "best val accuracy": mean_interval("accuracy"),
+        "val ECE": mean_interval("ece"),
+    }
+
+
 def _read_json(path: Path):
     return json.loads(path.read_text())
 

@@ -43,3 +43,21 @@ def empty_store(tmp_path, monkeypatch):
     """Point the app at an empty store."""
     monkeypatch.setenv("PEFTVIZ_RUNS", str(tmp_path / "runs"))
     return tmp_path / "runs"
+
+
+@pytest.fixture(scope="session")
+def seeds_store(tmp_path_factory):
+    """The smoke comparison at training seeds 0 and 1: six groups of two runs on one split."""
+    from peftviz.config import comparison, over_seeds
+    from peftviz.train import compare
+
+    store = tmp_path_factory.mktemp("seeds_store")
+    compare(over_seeds(comparison("smoke"), [0, 1]), store)
+    return store
+
+
+@pytest.fixture
+def app_seeds_store(seeds_store, monkeypatch):
+    """Point the app at the store with two seeds per method."""
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(seeds_store))
+    return seeds_store

@@ -5,7 +5,6 @@ all confidences sit in one equal-width bin. That is fine for what is checked her
 identities, figure data against tables); the equal-mass scheme spreads them over every bin.
 """
 
-import io
 import json
 import shutil
 from pathlib import Path
@@ -15,10 +14,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz import calibration
+from peftviz import calibration, estimators
 from peftviz.analysis import calibration as analysis
 from peftviz.figures import calibration as figures
-from peftviz.runs import Run, RunError, list_runs, load_run
+from peftviz.runs import Run, RunError, group_runs, list_runs, load_run
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages/2_Calibration.py")
@@ -81,25 +80,6 @@ def test_temperature_scaling_fits_on_validation_and_does_not_hurt_test_nll(runs)
         assert result.before["ece"] == pytest.approx(run.summary["test"]["ece"], abs=1e-12)
         _, test_labels = run.predictions("test")
         assert result.after_bins["count"].sum() == result.before_bins["count"].sum() == len(test_labels)
-        assert list(result.comparison().columns) == ["before", "after"]
-
-
-def test_metrics_table_has_one_row_per_run_matching_the_stored_metrics(runs):
-    table = analysis.metrics_table(runs, 2, 10, "width", analysis.display_names(runs))
-    assert len(table) == len(runs) and table["run"].is_unique
-    assert list(table.columns) == ["run", "epoch", "N", *analysis.METRIC_NAMES.values()]
-    stored = [run.metrics[1] for run in runs]
-    for heading, key in [("ECE", "ece"), ("NLL", "nll"), ("Brier", "brier"), ("accuracy", "accuracy")]:
-        assert np.allclose(table[heading], [m[key] for m in stored], atol=1e-9)
-
-
-def test_bins_csv_has_the_header_and_one_line_per_bin(runs):
-    tables = [analysis.reliability_table(run, 1, 12, "mass", name=f"run {i}") for i, run in enumerate(runs[:3])]
-    text = analysis.bins_csv(tables)
-    assert text.splitlines()[0] == ",".join(analysis.BIN_COLUMNS)
-    parsed = pd.read_csv(io.StringIO(text))
-    assert len(parsed) == 36 and list(parsed["run"].unique()) == ["run 0", "run 1", "run 2"]
-    assert analysis.bins_csv([]).strip() == ",".join(analysis.BIN_COLUMNS)
 
 
 def fake_run(name, label, status="complete", dataset="bbc-news"):
@@ -140,9 +120,9 @@ def test_reliability_figure_draws_the_table(run):
 
 def test_ece_figure_has_a_band_and_a_line_per_run(runs):
     curves = pd.concat([analysis.ece_over_epochs(run, 10, "width", 20, name=f"r{i}") for i, run in enumerate(runs[:2])])
-    fig = figures.ece_over_epochs_figure(curves, "width", 10, 20, epoch=1)
+    fig = figures.ece_over_epochs_figure(curves, "width", 10, "95% bootstrap over 20 resamples", epoch=1)
     assert len(fig.data) == 6
-    high, low, line = fig.data[:3]
+    _, low, line = fig.data[:3]
     assert low.fill == "tonexty" and line.name == "r0"
     assert list(line.y) == list(curves.loc[curves["run"] == "r0", "ece"])
     assert "10 equal-width bins" in fig.layout.title.text and "20 resamples" in fig.layout.title.text
@@ -161,14 +141,21 @@ def test_temperature_figure_shows_before_and_after(run):
 
 
 def charts(at) -> dict[str, list[dict]]:
-    """The page's plotly charts by kind, each as its JSON spec."""
-    found = {"reliability": [], "ece": [], "temperature": []}
+    """The page's plotly charts by kind (the start of their key), each as its JSON spec with its config."""
+    found = {}
     for element in at.get("plotly_chart"):
-        spec = json.loads(element.proto.spec)
+        spec = json.loads(element.proto.spec) | {"config": json.loads(element.proto.config)}
         title = spec["layout"]["title"]["text"]
-        kind = "ece" if title.startswith("ECE") else "temperature" if title.startswith("Temperature") else "reliability"
-        found[kind].append(spec)
+        kind = ("ece" if title.startswith("ECE") else "smooth" if title.startswith("Smooth")
+                else "differences" if "differences between" in title else "recalibration" if "fitted on" in title
+                else "reliability")  # fmt: skip
+        found.setdefault(kind, []).append(spec)
     return found
+
+
+def table(at, first_column: str) -> pd.DataFrame:
+    """The page's dataframe whose first column is `first_column`: "unit" (the comparison summary), "pair"."""
+    return next(frame.value for frame in at.dataframe if frame.value.columns[0] == first_column)
 
 
 def bars(spec: dict, name: str) -> list[dict]:
@@ -177,42 +164,65 @@ def bars(spec: dict, name: str) -> list[dict]:
 
 @pytest.fixture
 def page(app_store):
-    return AppTest.from_file(PAGE, default_timeout=60).run()
+    return AppTest.from_file(PAGE, default_timeout=300).run()
 
 
 def test_page_draws_every_section_without_errors(page):
     assert not page.exception and not page.error
+    assert page.radio(key="calibration_show").value == "single runs"  # one seed per setting in the smoke store
     found = charts(page)
     assert len(found["reliability"]) == 6  # the default: at most six complete runs
-    assert len(found["ece"]) == 1 and len(found["temperature"]) == 1
+    assert len(found["ece"]) == len(found["smooth"]) == len(found["recalibration"]) == len(found["differences"]) == 1
     assert len(found["ece"][0]["data"]) == 18  # band edges and line per run
+    assert len([t for t in found["smooth"][0]["data"] if t["name"].endswith(")")]) == 6  # a curve per run
     for spec in found["reliability"]:
         assert len(bars(spec, "accuracy")[0]["x"]) == 10 and "N = 120" in spec["layout"]["title"]["text"]
     assert any("10 equal-width bins" in caption.value for caption in page.caption)
-    assert len(page.dataframe[-1].value) == 6  # the metrics table
-    assert len(page.get("download_button")) == 1
+    summary = table(page, "unit")
+    assert len(summary) == 6 and list(summary.columns) == ["unit", "seeds", *estimators.DEFAULT_METRICS]
+    assert len(table(page, "pair")) == 15
+
+
+def test_every_chart_downloads_as_svg_or_png_with_its_numbers_as_csv(page):
+    specs = [spec for kind in charts(page).values() for spec in kind]
+    assert {spec["config"]["toImageButtonOptions"]["format"] for spec in specs} == {"svg"}
+    csv_buttons = [b for b in page.get("download_button") if b.proto.label == "CSV"]
+    assert len(csv_buttons) == len(specs)
+    page.sidebar.radio(key="chart_image_format").set_value("png").run()
+    specs = [spec for kind in charts(page).values() for spec in kind]
+    assert {spec["config"]["toImageButtonOptions"]["format"] for spec in specs} == {"png"}
+    assert all(spec["config"]["toImageButtonOptions"]["scale"] == 2 for spec in specs)
 
 
 def test_page_follows_its_widgets(page):
-    page.slider[0].set_value(15).run()  # bins
+    page.slider(key="calibration_bins").set_value(15).run()
     assert not page.exception
     for spec in charts(page)["reliability"]:
         assert len(bars(spec, "accuracy")[0]["x"]) == 15
 
-    page.radio[0].set_value("mass").run()
+    page.radio(key="calibration_scheme").set_value("mass").run()
     assert not page.exception
     for spec in charts(page)["reliability"]:
         assert sorted(set(bars(spec, "count")[0]["y"])) == [8]  # 120 examples in 15 equal-mass bins
     assert "equal-mass" in charts(page)["ece"][0]["layout"]["title"]["text"]
 
-    page.slider[1].set_value(1).run()  # epoch
+    page.slider(key="calibration_epoch").set_value(1).run()
     assert all(" · epoch 1<br>" in spec["layout"]["title"]["text"] for spec in charts(page)["reliability"])
 
-    chosen = page.multiselect[0].value[:2]
-    page.multiselect[0].set_value(chosen).run()
+    units = page.multiselect(key="calibration_units_False")
+    units.set_value(units.value[:2]).run()
     assert not page.exception and not page.error
     assert len(charts(page)["reliability"]) == 2 and len(charts(page)["ece"][0]["data"]) == 6
-    assert len(page.dataframe[-1].value) == 2
+    assert len(table(page, "unit")) == 2
+
+
+def test_the_comparison_table_of_single_runs_shows_each_runs_bootstrap_interval(page, app_store):
+    summary = table(page, "unit")
+    runs = {analysis.display_names(list_runs())[run.name]: run for run in list_runs()}
+    for _, row in summary.iterrows():
+        probs, labels = runs[row["unit"]].predictions("test")
+        expected = estimators.estimate_all(probs, labels, 10, "width", 200, 0.95, 0, ["ece"])["ece"]
+        assert row["ece"] == f"{expected.value:.4f} [{expected.low:.4f}, {expected.high:.4f}]"
 
 
 def test_page_on_an_empty_store_says_so(empty_store):
@@ -246,12 +256,98 @@ def test_page_shows_unfinished_runs_and_skips_corrupt_ones(mixed_store):
     with pytest.raises(RunError):
         analysis.temperature_scaling(killed)
 
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = AppTest.from_file(PAGE, default_timeout=300).run()
     assert not at.exception and not at.error
     assert any("Skipped unreadable runs: broken" in caption.value for caption in at.caption)
-    at.multiselect[0].set_value([run.name for run in list_runs() if run.status != "corrupt"]).run()
+    at.multiselect(key="calibration_units_False").set_value([run.name for run in list_runs() if run.status != "corrupt"]).run()
     assert not at.exception and not at.error
     titles = [spec["layout"]["title"]["text"] for spec in charts(at)["reliability"]]
     assert len(titles) == 2 and any("(incomplete) · epoch 1<br>" in title for title in titles)  # slider at 2
-    assert len(charts(at)["temperature"]) == 1
-    assert len(at.selectbox[0].options) == 1  # only the finished run has test predictions
+    assert len(charts(at)["recalibration"]) == 1
+    assert len(at.selectbox(key="recalibration_run").options) == 1  # only the finished run has test predictions
+    # the comparison judges test predictions, which the killed run lacks: it is left out, and the page says so
+    assert len(table(at, "unit")) == 1
+    assert any("Left out of the comparison" in c.value and "(incomplete)" in c.value for c in at.caption)
+
+
+# ---------------------------------------------------------------- groups of seeds
+
+
+@pytest.fixture
+def group_page(app_seeds_store):
+    return AppTest.from_file(PAGE, default_timeout=300).run()
+
+
+def test_a_store_with_seeds_opens_on_groups_with_their_mean_interval_and_pairs(group_page, app_seeds_store):
+    from scipy import stats as scipy_stats
+
+    at = group_page
+    assert not at.exception and not at.error
+    assert at.radio(key="calibration_show").value == "groups of seeds"
+    summary = table(at, "unit")
+    assert len(summary) == 6 and set(summary["seeds"]) == {"0,1"}
+    groups = {g.label: g for g in group_runs(list_runs())}
+    for _, row in summary.iterrows():
+        values = [calibration.ece(*run.predictions("test"), 10) for run in groups[row["unit"]].runs]
+        mean, sd = np.mean(values), np.std(values, ddof=1)
+        half = scipy_stats.t.ppf(0.975, 1) * sd / np.sqrt(2)
+        assert row["ece"] == f"{mean:.4f} [{mean - half:.4f}, {mean + half:.4f}]"
+    pairs = table(at, "pair")
+    assert len(pairs) == 15
+    a, b = "prefix-tuning", "prefix-propagation"
+    row = pairs[pairs["pair"].isin([f"{a} − {b}", f"{b} − {a}"])].iloc[0]
+    first, second = row["pair"].split(" − ")
+    brier = [np.mean([calibration.brier(*r.predictions("test")) for r in groups[name].runs]) for name in (first, second)]
+    assert row["brier"].rstrip(" *") == f"{brier[0] - brier[1]:+.4f}"
+
+
+def test_a_groups_ece_band_is_the_t_interval_over_its_seeds(group_page):
+    from scipy import stats as scipy_stats
+
+    spec = charts(group_page)["ece"][0]
+    groups = {g.label: g for g in group_runs(list_runs())}
+    group = groups["prefix-propagation"]
+    traces = {trace["name"]: trace for trace in spec["data"]}
+    for i, epoch in enumerate([1, 2]):
+        values = [calibration.ece(*run.predictions(epoch), 10) for run in group.runs]
+        half = scipy_stats.t.ppf(0.975, 1) * np.std(values, ddof=1) / np.sqrt(2)
+        assert traces["prefix-propagation"]["y"][i] == pytest.approx(np.mean(values), abs=1e-12)
+        assert traces["prefix-propagation 95% high"]["y"][i] == pytest.approx(np.mean(values) + half, abs=1e-12)
+        assert traces["prefix-propagation 95% low"]["y"][i] == pytest.approx(np.mean(values) - half, abs=1e-12)
+        for seed, run_value in zip(group.seeds, values):
+            assert traces[f"prefix-propagation seed {seed}"]["y"][i] == pytest.approx(run_value, abs=1e-12)
+
+
+# ---------------------------------------------------------------- recalibration and export
+
+
+def test_recalibration_is_fitted_on_validation_and_judged_on_test_with_every_estimator(run):
+    from peftviz import recalibration
+    from peftviz.analysis.comparison import Settings
+
+    table = analysis.recalibration_estimates(run, Settings(n_resamples=40), ["ece", "nll"])
+    assert list(table["map"].unique()) == list(analysis.RECALIBRATION_NAMES.values())
+    val_probs, val_labels = run.predictions(run.best_epoch)
+    test_probs, test_labels = run.predictions("test")
+    for method, heading in analysis.RECALIBRATION_NAMES.items():
+        probs = test_probs if method == "none" else recalibration.recalibrate(val_probs, val_labels, test_probs, method)
+        rows = table[table["map"] == heading].set_index("metric")
+        assert rows.loc["ece", "value"] == pytest.approx(calibration.ece(probs, test_labels), abs=1e-12)
+        assert rows.loc["nll", "value"] == pytest.approx(calibration.nll(probs, test_labels), abs=1e-12)
+    wide = analysis.recalibration_wide(table)
+    assert list(wide["metric"]) == ["ECE (equal width)", "NLL"] and list(wide.columns)[1:] == list(table["map"].unique())
+
+
+def test_a_figures_csv_holds_every_drawn_point(run):
+    from peftviz.figures.export import figure_table, toolbar_config
+
+    curves = analysis.ece_over_epochs(run, 10, "width", 20, name="r")
+    fig = figures.ece_over_epochs_figure(curves, "width", 10, "band", epoch=1)
+    rows = figure_table(fig)
+    line = rows[rows["trace"] == "r"]
+    assert list(line["x"]) == [1, 2] and np.allclose(line["y"].astype(float), curves["ece"])
+    assert set(rows["trace"]) == {"r", "r 95% high", "r 95% low"}
+    assert toolbar_config("ECE per epoch", "png")["toImageButtonOptions"] == {
+        "format": "png", "filename": "ece-per-epoch", "scale": 2}  # fmt: skip
+    with pytest.raises(ValueError):
+        toolbar_config("x", "jpeg")

@@ -106,3 +106,45 @@ def test_a_second_tab_gets_the_running_job_instead_of_starting_another(tmp_path,
     assert first.status == "done" and len(calls) == 1
     assert manager.start(comparison("smoke"), tmp_path) is not first  # a new job once the first ended
     release.set()
+
+
+def test_home_lists_groups_of_seeds_with_their_mean_and_interval(app_seeds_store):
+    from scipy import stats
+
+    from peftviz.runs import group_runs, list_runs
+
+    at = open_page("pages/0_Home.py")
+    assert not at.exception and not at.error
+    runs_table, groups_table = at.dataframe[0].value, at.dataframe[1].value
+    assert len(runs_table) == 12 and sorted(set(runs_table["seed"])) == [0, 1]
+    assert len(groups_table) == 6 and set(groups_table["seeds"]) == {"0,1"}
+    group = next(g for g in group_runs(list_runs()) if g.label == "prefix-tuning")
+    values = [run.best_metrics["ece"] for run in group.runs]
+    half = stats.t.ppf(0.975, 1) * stats.tstd(values) / 2**0.5
+    row = groups_table[groups_table["group"] == group.key].iloc[0]
+    assert row["val ECE"] == f"{sum(values) / 2:.4f} [{sum(values) / 2 - half:.4f}, {sum(values) / 2 + half:.4f}]"
+
+
+def test_home_trains_the_quick_comparison_at_the_chosen_number_of_seeds(empty_store, monkeypatch):
+    started = []
+    monkeypatch.setattr(appkit.job_manager(), "start", lambda configs, root: started.append(configs))
+    at = open_page("pages/0_Home.py")
+    at.number_input[0].set_value(3).run()
+    at.button[0].click().run()
+    assert not at.exception
+    (configs,) = started
+    assert len(configs) == 18 and [c.seed for c in configs] == [0] * 6 + [1] * 6 + [2] * 6
+    assert {c.data_seed for c in configs} == {0}
+
+
+def test_train_page_trains_one_run_per_seed(empty_store, monkeypatch):
+    started = []
+    monkeypatch.setattr(appkit.job_manager(), "start", lambda configs, root: started.append(configs))
+    at = open_page("pages/1_Train.py")
+    at.selectbox[0].set_value("smoke").run()
+    next(n for n in at.number_input if n.label == "seed").set_value(4).run()
+    next(n for n in at.number_input if n.label == "seeds").set_value(2).run()
+    at.button[0].click().run()
+    assert not at.exception and not at.error
+    (configs,) = started
+    assert [c.seed for c in configs] == [4, 5] and {c.data_seed for c in configs} == {0}

@@ -5,7 +5,7 @@ the numbers, so the page shows exactly what the metrics in the run store mean. R
 pandas DataFrames of plain numbers (cheap to cache, easy to test and to export).
 
 A per-bin table has one row per bin, empty bins included (count 0, NaN means), with the columns
-`BIN_COLUMNS`; the same rows, concatenated over runs, are the page's CSV download.
+`BIN_COLUMNS`; a diagram's CSV download is its table.
 
 Epochs: an `int` asks for that epoch's validation predictions; a run that finished fewer epochs
 uses its last one (so runs of different lengths can share one epoch slider). A `str` names
@@ -15,25 +15,17 @@ another stored evaluation, e.g. "test".
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from peftviz import calibration
-from peftviz.runs import Run, RunError
+from peftviz import calibration, estimators, recalibration, stats
+from peftviz.estimators import SmoothDiagram
+from peftviz.runs import Group, Run, RunError
 
 BIN_COLUMNS = ("run", "epoch", "scheme", "bin", "lower", "upper", "count", "confidence", "accuracy", "gap")
 SCHEME_NAMES = {"width": "equal-width", "mass": "equal-mass"}
-METRIC_NAMES = {  # calibration.summary's keys -> column headings
-    "accuracy": "accuracy",
-    "ece": "ECE",
-    "mce": "MCE",
-    "ace": "ACE",
-    "classwise_ece": "classwise ECE",
-    "brier": "Brier",
-    "nll": "NLL",
-}
 
 Which = int | str  # an epoch number or the name of a stored evaluation ("test", "averaged", ...)
 
@@ -112,13 +104,6 @@ def table_ece(table: pd.DataFrame) -> float:
     return float(weighted_gaps.sum() / counts.sum())
 
 
-def bins_csv(tables: list[pd.DataFrame]) -> str:
-    """The per-bin tables as one CSV text, header `BIN_COLUMNS`."""
-    if not tables:
-        return ",".join(BIN_COLUMNS) + "\n"
-    return pd.concat(tables, ignore_index=True).to_csv(index=False)
-
-
 # ---------------------------------------------------------------- ECE over epochs
 
 
@@ -135,68 +120,141 @@ def ece_over_epochs(
     return pd.DataFrame(rows, columns=["run", "epoch", "ece", "low", "high"])
 
 
-# ---------------------------------------------------------------- metrics table
+# ---------------------------------------------------------------- recalibration
 
-
-def metrics_row(run: Run, which: Which, n_bins: int = 10, scheme: str = "width", name: str = "") -> dict:
-    """Every scalar calibration metric of `run` at `which`, under the column headings METRIC_NAMES."""
-    shown = resolve(run, which)
-    probs, labels = run.predictions(shown)
-    values = calibration.summary(probs, labels, n_bins, scheme)
-    row = {"run": name or run.label, "epoch": shown, "N": int(labels.shape[0])}
-    return row | {heading: values[key] for key, heading in METRIC_NAMES.items()}
-
-
-def metrics_table(runs: list[Run], which: Which, n_bins: int = 10, scheme: str = "width", names=None) -> pd.DataFrame:
-    """One metrics_row per run; `names` maps run name -> display name (default: run labels)."""
-    names = names or {}
-    rows = [metrics_row(run, which, n_bins, scheme, names.get(run.name, "")) for run in runs]
-    return pd.DataFrame(rows, columns=["run", "epoch", "N", *METRIC_NAMES.values()])
-
-
-# ---------------------------------------------------------------- temperature scaling
+# the maps of `peftviz.recalibration`, after the predictions as trained
+RECALIBRATION_NAMES = {
+    "none": "as trained",
+    "temperature": "temperature scaling",
+    "vector": "vector scaling",
+    "isotonic": "isotonic regression",
+}
 
 
 @dataclass(frozen=True)
-class TemperatureScaling:
-    """A temperature fitted on validation and judged on test: the only honest way round."""
+class Recalibration:
+    """A map fitted on validation and judged on test: the only honest way round."""
 
-    temperature: float
+    method: str  # a key of RECALIBRATION_NAMES
+    label: str  # what the title says: "T = 1.3", "vector scaling", ...
     fitted_on_epoch: int  # the best epoch: the one whose model made the test predictions
     n_validation: int
-    before: dict[str, float]  # calibration.summary on test, T = 1
-    after: dict[str, float]  # calibration.summary on test, fitted T
+    before: dict[str, float]  # calibration.summary on test, as trained
+    after: dict[str, float]  # calibration.summary on test, recalibrated
     before_bins: pd.DataFrame
     after_bins: pd.DataFrame
-
-    def comparison(self) -> pd.DataFrame:
-        """Metric rows, columns "before" and "after": the page's small table."""
-        return pd.DataFrame(
-            {"before": [self.before[k] for k in METRIC_NAMES], "after": [self.after[k] for k in METRIC_NAMES]},
-            index=list(METRIC_NAMES.values()),
-        )
+    temperature: float | None = None  # temperature scaling's T
 
 
-def temperature_scaling(run: Run, n_bins: int = 10, scheme: str = "width", name: str = "") -> TemperatureScaling:
-    """Fit T on the best epoch's validation predictions; compare test metrics and bins before and after.
-
-    The stored test predictions come from the best epoch's model, so T is fitted on that same
-    epoch. Raises RunError for a run without test predictions (e.g. one that did not finish).
-    """
+def _validation_and_test(run: Run) -> tuple[int, tuple, tuple]:
+    """The best epoch, its validation predictions and the test predictions its model made."""
     best = run.best_epoch
     if best is None:
         raise RunError(f"run {run.name} has no finished epochs")
-    val_probs, val_labels = run.predictions(best)
-    test_probs, test_labels = run.predictions("test")
-    temperature = calibration.fit_temperature(val_probs, val_labels)
-    scaled = calibration.apply_temperature(test_probs, temperature)
+    return best, run.predictions(best), run.predictions("test")
+
+
+def _recalibrated_test(run: Run, method: str):
+    """(fitted map or None, test probs after it, test labels, best epoch, N validation)."""
+    best, (val_probs, val_labels), (test_probs, test_labels) = _validation_and_test(run)
+    if method == "none":
+        return None, test_probs, test_labels, best, len(val_labels)
+    if method not in recalibration.RECALIBRATORS:
+        raise ValueError(f"unknown recalibration {method!r}; choose one of {', '.join(RECALIBRATION_NAMES)}")
+    fitted = recalibration.RECALIBRATORS[method].fit(val_probs, val_labels)
+    return fitted, fitted.transform(test_probs), test_labels, best, len(val_labels)
+
+
+def recalibration_bins(run: Run, method: str, n_bins: int = 10, scheme: str = "width", name: str = "") -> Recalibration:
+    """Fit `method` on the best epoch's validation predictions; test metrics and bins before and after.
+
+    The stored test predictions come from the best epoch's model, so the map is fitted on that same
+    epoch. Raises RunError for a run without test predictions (e.g. one that did not finish).
+    """
+    fitted, after, labels, best, n_validation = _recalibrated_test(run, method)
+    before = run.predictions("test")[0]
+    temperature = getattr(fitted, "temperature", None)
+    label = f"T = {temperature:.3g}" if temperature is not None else RECALIBRATION_NAMES[method]
     name = name or run.label
-    return TemperatureScaling(
-        temperature=temperature,
+    return Recalibration(
+        method=method,
+        label=label,
         fitted_on_epoch=best,
-        n_validation=int(val_labels.shape[0]),
-        before=calibration.summary(test_probs, test_labels, n_bins, scheme),
-        after=calibration.summary(scaled, test_labels, n_bins, scheme),
-        before_bins=bins_frame(test_probs, test_labels, n_bins, scheme, name, "test"),
-        after_bins=bins_frame(scaled, test_labels, n_bins, scheme, f"{name} (T={temperature:.3g})", "test"),
+        n_validation=n_validation,
+        before=calibration.summary(before, labels, n_bins, scheme),
+        after=calibration.summary(after, labels, n_bins, scheme),
+        before_bins=bins_frame(before, labels, n_bins, scheme, name, "test"),
+        after_bins=bins_frame(after, labels, n_bins, scheme, f"{name} ({label})", "test"),
+        temperature=temperature,
     )
+
+
+def temperature_scaling(run: Run, n_bins: int = 10, scheme: str = "width", name: str = "") -> Recalibration:
+    """`recalibration_bins` with temperature scaling (Guo et al. 2017)."""
+    return recalibration_bins(run, "temperature", n_bins, scheme, name)
+
+
+def recalibration_estimates(run: Run, settings, metrics) -> pd.DataFrame:
+    """Every estimator with its bootstrap interval on test, as trained and after each map.
+
+    Long table, columns map, metric, value, low, high. `settings` is a comparison.Settings (its
+    `which` is ignored: recalibration is always judged on test). All maps share one set of
+    resampled test examples, so their intervals are paired.
+    """
+    rows = []
+    for method, heading in RECALIBRATION_NAMES.items():
+        _, probs, labels, _, _ = _recalibrated_test(run, method)
+        found = estimators.estimate_all(probs, labels, settings.n_bins, settings.scheme, settings.n_resamples,
+                                        settings.level, settings.seed, metrics)  # fmt: skip
+        rows += [{"map": heading, "metric": metric, "value": e.value, "low": e.low, "high": e.high}
+                 for metric, e in found.items()]  # fmt: skip
+    return pd.DataFrame(rows, columns=["map", "metric", "value", "low", "high"])
+
+
+def recalibration_wide(table: pd.DataFrame) -> pd.DataFrame:
+    """Metric × map, each cell "value [low, high]"."""
+    cells = [f"{v:.4f} [{lo:.4f}, {hi:.4f}]" for v, lo, hi in zip(table["value"], table["low"], table["high"])]
+    wide = table.assign(cell=cells).pivot(index="metric", columns="map", values="cell")
+    wide = wide.reindex(index=table["metric"].unique(), columns=list(RECALIBRATION_NAMES.values()))
+    wide.index = [estimators.ESTIMATORS[name].heading for name in wide.index]
+    return wide.rename_axis("metric").reset_index()
+
+
+# ---------------------------------------------------------------- groups of seeds
+
+
+def group_ece_over_epochs(group: Group, n_bins: int = 10, scheme: str = "width", name: str = "",
+                          level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
+    """One row per epoch that every seed finished: the mean ECE over seeds and its t-interval
+    (columns as `ece_over_epochs`, plus `n`, `members` (each seed's ECE) and `seeds`, in seed order)."""
+    per_seed = [{m["epoch"]: m for m in run.metrics} for run in group.runs]
+    common = sorted(set.intersection(*(set(epochs) for epochs in per_seed)))
+    rows = []
+    for epoch in common:
+        values = [calibration.ece(*run.predictions(epoch), n_bins, scheme) for run in group.runs]
+        mean, low, high = stats.t_interval(values, level)
+        rows.append({"run": name or group.label, "epoch": epoch, "ece": mean, "low": low, "high": high,
+                     "n": len(values), "members": values, "seeds": group.seeds})  # fmt: skip
+    return pd.DataFrame(rows, columns=["run", "epoch", "ece", "low", "high", "n", "members", "seeds"])
+
+
+def smooth_diagram(run: Run, which: Which, n_resamples: int = 200, seed: int = 0, band: bool = True) -> SmoothDiagram:
+    """relplot's smoothed reliability diagram of `run` at `which` (see `resolve`); band: its bootstrap band."""
+    return estimators.smooth_reliability(*run.predictions(resolve(run, which)), n_resamples, seed, band)
+
+
+def group_mean_curve(diagrams: list[SmoothDiagram], level: float = stats.LEVEL) -> SmoothDiagram:
+    """The seeds' smoothed curves averaged pointwise, banded by the t-interval of that mean; the density
+    and smooth ECE averaged too. One seed: its own curve and bootstrap band."""
+    from scipy import stats as scipy_stats
+
+    if len(diagrams) == 1:
+        return diagrams[0]
+    curves = np.stack([d.curve for d in diagrams])  # (seeds, mesh)
+    mean = curves.mean(axis=0)
+    half = scipy_stats.t.ppf(0.5 + level / 2, len(diagrams) - 1) * curves.std(axis=0, ddof=1) / np.sqrt(len(diagrams))
+    return replace(diagrams[0], curve=mean, lower=mean - half, upper=mean + half,
+                   density=np.mean([d.density for d in diagrams], axis=0),
+                   smooth_ece=float(np.mean([d.smooth_ece for d in diagrams])))  # fmt: skip
+
+

@@ -1,0 +1,483 @@
+"""Point estimates and bootstrap intervals of accuracy and calibration, one registry for all.
+
+Inputs as in `peftviz.calibration`: ``probs`` (N, C) rows of probabilities, integer ``labels`` (N,).
+Top-label view unless said: confidence c_i = max_k p_ik, correct h_i = 1[argmax_k p_ik = y_i].
+Binned estimators use calibration's bins (``scheme`` "width" or "mass", ``n_bins``); per non-empty
+bin b with n_b examples: conf_b = mean c_i, acc_b = mean h_i, and w_b = n_b / N.
+
+Estimators (the names of ``ESTIMATORS``)
+----------------------------------------
+* accuracy = (1/N) sum_i h_i
+* macro_f1 = mean over K of F1_k, F1_k = 2 TP_k / (n_pred_k + n_true_k), K = classes present in the
+  labels or the predictions (sklearn's ``f1_score(average="macro")``; absent classes are skipped)
+* ece = sum_b w_b |acc_b - conf_b| with equal-width bins; ece_mass the same with equal-mass bins
+  (Naeini et al. 2015; Guo et al. 2017) -- `calibration.ece`
+* debiased_ece = sum_b w_b (2 |acc_b - conf_b| - E|A_b - conf_b|), A_b ~ Normal(acc_b, acc_b(1 - acc_b)/n_b)
+  (Kumar, Liang & Ma, NeurIPS 2019, the l1 ``normal_debiased_ce`` of their ``calibration`` package):
+  plug-in minus its estimated bias E|A_b - conf_b| - |acc_b - conf_b|. Kumar et al. estimate the
+  expectation with 1000 normal draws; here it is the folded-normal mean in closed form,
+  E|m + s Z| = s sqrt(2/pi) exp(-m^2 / 2s^2) + m (1 - 2 Phi(-m/s)), the same quantity without seed or
+  Monte Carlo noise. It can be negative on well-calibrated data; it is not clipped at 0, because
+  clipping adds back a positive bias. In l1 the correction is partial where the true gap is near 0
+  (tests: calibrated predictions, n = 200, mean ece 0.056, debiased_ece 0.032). A bin with acc_b in {0, 1} (e.g. a single example) gets s = 0,
+  no correction. Their package is not used: it fixes its own bins and randomness (global np.random),
+  refuses bins with fewer than 2 examples, and loops in Python.
+* smooth_ece = ``relplot.smECE(c, h)`` (Blasiok & Nakkiran 2023): ECE of the kernel-smoothed
+  reliability curve at the bandwidth sigma with smECE_sigma = sigma
+* ece_sweep (Roelofs et al., AISTATS 2022, "ECE_sweep"): the equal-mass ECE at
+  b* = max{b in 1..N : for every b' <= b, the b' equal-mass bin accuracies are non-decreasing},
+  i.e. sweep b = 1, 2, ... and stop before the first b whose accuracies decrease somewhere. This is
+  the paper's definition and its authors' code (caltrain ``em_monotonic_sweep``); it is not the
+  largest monotone b overall, which can jump to a huge b after a run of non-monotone ones. Bins are
+  calibration's equal-mass bins. Own code: no installed library has it.
+* classwise_ece = (1/C) sum_k ECE(p_k, 1[y = k]) (Kull et al. 2019); mce = max_b |acc_b - conf_b|
+* nll = -(1/N) sum_i log max(p_i,y_i, 1e-12); brier = (1/N) sum_i sum_k (p_ik - 1[y_i = k])^2
+* CORP Brier decomposition (Dimitriadis, Gneiting & Jordan, PNAS 2021), one-vs-rest per class and
+  summed over k (the multiclass Brier score is sum_k BS(p_k) with BS(x) = (1/N) sum_i (x_i - o_ik)^2,
+  o_ik = 1[y_i = k]): with x_k = the isotonic (PAV) regression of o_k on p_k and o_k-bar its mean,
+    brier_reliability = sum_k BS(p_k) - BS(x_k)         (miscalibration, >= 0)
+    brier_resolution  = sum_k BS(o_k-bar) - BS(x_k)     (discrimination, >= 0)
+    brier_uncertainty = sum_k o_k-bar (1 - o_k-bar)     (labels only)
+  so brier = reliability - resolution + uncertainty exactly. The PAV fit is sklearn's
+  ``IsotonicRegression`` fit (ties in p_k pooled first, then PAV with the pooled counts as weights);
+  it is done here with ``scipy.optimize.isotonic_regression`` on the distinct values weighted by
+  the bootstrap counts, because a resample then costs one small PAV instead of a refit on a
+  copied array (25x faster; tests check equality with sklearn).
+
+Bootstrap (`peftviz.stats`): rows of ``resample_indices(N, R, seed)``; every estimator of one run,
+and both runs of a paired comparison, see the same rows. The interval is the percentile interval
+of the R resampled values around the point value on all data. Biased estimators (ece, mce, ...)
+can have the point value outside the interval.
+
+References: Naeini, Cooper & Hauskrecht (AAAI 2015); Guo et al. (ICML 2017); Kull et al.
+(NeurIPS 2019); Kumar, Liang & Ma (NeurIPS 2019); Roelofs et al. (AISTATS 2022); Blasiok & Nakkiran
+(2023, relplot); Dimitriadis, Gneiting & Jordan (PNAS 2021); Efron & Tibshirani (1993).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from peftviz import calibration as cal
+from peftviz.stats import LEVEL, check_resampling, percentile_interval, resample_indices
+
+_CHUNK_ELEMENTS = 2_000_000  # resample rows x N per pass: bounds the work arrays to ~100 MB
+
+
+# ---------------------------------------------------------------- per-chunk data
+
+
+@dataclass(frozen=True)
+class _RowBinTotals:
+    """Per resample row (axis 0) and bin (axis 1): example count, confidence sum, hit sum."""
+
+    count: np.ndarray
+    confidence_sum: np.ndarray
+    hit_sum: np.ndarray
+
+
+class _Resamples:
+    """Resample rows over one prediction set, caching the work that several estimators share."""
+
+    def __init__(self, probs: np.ndarray, labels: np.ndarray, indices: np.ndarray, n_bins: int, scheme: str):
+        self.probs, self.labels, self.indices = probs, labels, indices
+        self.n_bins, self.scheme = n_bins, scheme
+        self.confidence, self.correct = cal._top_label(probs, labels)
+
+    @property
+    def n_rows(self) -> int:
+        return self.indices.shape[0]
+
+    @cached_property
+    def bin_totals(self) -> _RowBinTotals:
+        return _row_bin_totals(self.confidence, self.correct, self.indices, self.n_bins, self.scheme)
+
+    @cached_property
+    def brier_terms(self) -> dict[str, np.ndarray]:
+        return _brier_decomposition(self.probs, self.labels, self.indices)
+
+
+def _row_offsets(n_rows: int, n_groups: int, group_ids: np.ndarray) -> np.ndarray:
+    """Flat ids r * n_groups + group, so one bincount totals every row at once."""
+    return (np.arange(n_rows)[:, None] * n_groups + group_ids).ravel()
+
+
+def _row_sums(flat_ids: np.ndarray, n_rows: int, n_groups: int, weights=None) -> np.ndarray:
+    return np.bincount(flat_ids, weights=weights, minlength=n_rows * n_groups).reshape(n_rows, n_groups)
+
+
+def _row_bin_totals(values, hits, indices, n_bins: int, scheme: str) -> _RowBinTotals:
+    """Bin totals of every resample row; equal-mass bins are re-cut per row as calibration does."""
+    n_rows, n_examples = indices.shape
+    if scheme == "width":
+        bin_ids, n_used = cal._width_bin_ids(values, n_bins)[indices], n_bins
+    else:
+        indices = np.take_along_axis(indices, np.argsort(values[indices], axis=1, kind="stable"), axis=1)
+        sizes = cal._mass_group_sizes(n_examples, n_bins)
+        n_used = sizes.shape[0]
+        bin_ids = np.broadcast_to(np.repeat(np.arange(n_used), sizes), indices.shape)
+    flat = _row_offsets(n_rows, n_used, bin_ids)
+    return _RowBinTotals(
+        count=_row_sums(flat, n_rows, n_used),
+        confidence_sum=_row_sums(flat, n_rows, n_used, values[indices].ravel()),
+        hit_sum=_row_sums(flat, n_rows, n_used, hits[indices].astype(np.float64).ravel()),
+    )
+
+
+# ---------------------------------------------------------------- estimators, one value per row
+
+
+def _accuracy(s: _Resamples) -> np.ndarray:
+    return s.correct[s.indices].mean(axis=1)
+
+
+def _macro_f1(s: _Resamples) -> np.ndarray:
+    """Macro F1 from per-row confusion counts (numpy, not sklearn: it runs on every resample)."""
+    n_classes = s.probs.shape[1]
+    true_ids = _row_offsets(s.n_rows, n_classes, s.labels[s.indices])
+    pred_ids = _row_offsets(s.n_rows, n_classes, s.probs.argmax(axis=1)[s.indices])
+    n_true = _row_sums(true_ids, s.n_rows, n_classes)
+    n_pred = _row_sums(pred_ids, s.n_rows, n_classes)
+    true_positives = _row_sums(true_ids, s.n_rows, n_classes, s.correct[s.indices].astype(np.float64).ravel())
+    present = (n_true + n_pred) > 0
+    f1 = 2 * true_positives / np.where(present, n_true + n_pred, 1)
+    return f1.sum(axis=1) / present.sum(axis=1)
+
+
+def _binned_ece(scheme: str) -> Callable[[_Resamples], np.ndarray]:
+    def resampled(s: _Resamples) -> np.ndarray:
+        return cal._resampled_eces(s.confidence, s.correct, s.indices, s.n_bins, scheme)
+
+    return resampled
+
+
+def _bin_gaps(totals: _RowBinTotals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """acc_b - conf_b, acc_b and count (empty bins: gap 0, acc 0) per row and bin."""
+    count = np.maximum(totals.count, 1)  # empty bins have zero sums, so they give 0, not 0/0
+    accuracy = totals.hit_sum / count
+    return accuracy - totals.confidence_sum / count, accuracy, totals.count
+
+
+def _mce(s: _Resamples) -> np.ndarray:
+    gap, _, _ = _bin_gaps(s.bin_totals)
+    return np.abs(gap).max(axis=1)
+
+
+def _folded_normal_mean(mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """E|mean + sd Z| for Z ~ Normal(0, 1); |mean| where sd = 0."""
+    from scipy.special import ndtr  # local: keeps `import peftviz.estimators` light
+
+    spread = sd > 0
+    safe_sd = np.where(spread, sd, 1.0)
+    folded = safe_sd * np.sqrt(2 / np.pi) * np.exp(-0.5 * (mean / safe_sd) ** 2) + mean * (
+        1 - 2 * ndtr(-mean / safe_sd)
+    )
+    return np.where(spread, folded, np.abs(mean))
+
+
+def _debiased_ece(s: _Resamples) -> np.ndarray:
+    gap, accuracy, count = _bin_gaps(s.bin_totals)
+    sd = np.sqrt(accuracy * (1 - accuracy) / np.maximum(count, 1))
+    debiased_gap = 2 * np.abs(gap) - _folded_normal_mean(gap, sd)  # |gap| - (E|A - conf| - |gap|)
+    return (count * debiased_gap).sum(axis=1) / s.indices.shape[1]
+
+
+def _smooth_ece(s: _Resamples) -> np.ndarray:
+    from relplot import smECE  # local: imports matplotlib and seaborn
+
+    hits = s.correct.astype(np.float64)
+    return np.array([smECE(s.confidence[row], hits[row]) for row in s.indices])
+
+
+def _sweep_bins(confidence: np.ndarray, correct: np.ndarray) -> int:
+    """b* of ECE_sweep: the last b before the first b whose equal-mass bin accuracies decrease."""
+    sorted_hits = correct[np.argsort(confidence, kind="stable")].astype(np.float64)
+    hits_before = np.concatenate([[0.0], np.cumsum(sorted_hits)])  # integers: exact in float64
+    n_examples = confidence.shape[0]
+    for n_bins in range(2, n_examples + 1):
+        sizes = cal._mass_group_sizes(n_examples, n_bins)
+        ends = np.cumsum(sizes)
+        bin_accuracy = (hits_before[ends] - hits_before[ends - sizes]) / sizes
+        if np.any(np.diff(bin_accuracy) < 0):
+            return n_bins - 1
+    return n_examples
+
+
+def _ece_sweep_one(confidence: np.ndarray, correct: np.ndarray) -> float:
+    n_bins = _sweep_bins(confidence, correct)
+    return cal._ece_from_totals(cal._bin_totals(confidence, correct, n_bins, "mass"))
+
+
+def _ece_sweep(s: _Resamples) -> np.ndarray:
+    return np.array([_ece_sweep_one(s.confidence[row], s.correct[row]) for row in s.indices])
+
+
+def _classwise_ece(s: _Resamples) -> np.ndarray:
+    n_classes = s.probs.shape[1]
+    per_class = [_row_bin_totals(s.probs[:, k], s.labels == k, s.indices, s.n_bins, s.scheme) for k in range(n_classes)]
+    eces = [np.abs(t.hit_sum - t.confidence_sum).sum(axis=1) / s.indices.shape[1] for t in per_class]
+    return np.mean(eces, axis=0)
+
+
+def _nll(s: _Resamples) -> np.ndarray:
+    true_class_prob = s.probs[np.arange(s.labels.shape[0]), s.labels]
+    return -np.log(np.maximum(true_class_prob, cal.PROB_FLOOR))[s.indices].mean(axis=1)
+
+
+def _brier(s: _Resamples) -> np.ndarray:
+    one_hot = np.eye(s.probs.shape[1])[s.labels]
+    return np.sum((s.probs - one_hot) ** 2, axis=1)[s.indices].mean(axis=1)
+
+
+# ---------------------------------------------------------------- CORP Brier decomposition
+
+
+def _brier_decomposition(probs, labels, indices) -> dict[str, np.ndarray]:
+    """Reliability, resolution and uncertainty per row, summed over the one-vs-rest classes."""
+    n_rows, n_examples = indices.shape
+    # copies[r, i]: how many times row r holds example i
+    copies = _row_sums(_row_offsets(n_rows, n_examples, indices), n_rows, n_examples)
+    terms = {name: np.zeros(n_rows) for name in ("reliability", "resolution", "uncertainty")}
+    for k in range(probs.shape[1]):
+        for name, value in _corp_terms(probs[:, k], (labels == k).astype(np.float64), copies).items():
+            terms[name] += value
+    return terms
+
+
+def _corp_terms(forecast: np.ndarray, outcome: np.ndarray, copies: np.ndarray) -> dict[str, np.ndarray]:
+    """CORP terms of one binary problem for every row of example copy counts."""
+    n_rows, n_examples = copies.shape
+    distinct, group = np.unique(forecast, return_inverse=True)  # ties pooled, as sklearn's fit does
+    flat = _row_offsets(n_rows, distinct.shape[0], group)
+    weight = _row_sums(flat, n_rows, distinct.shape[0], copies.ravel().astype(np.float64))
+    hits = _row_sums(flat, n_rows, distinct.shape[0], (copies * outcome).ravel())
+    score = copies @ (forecast - outcome) ** 2 / n_examples  # BS(p_k)
+    recalibrated = np.array([_pav_score(w, h) for w, h in zip(weight, hits)]) / n_examples  # BS(x_k)
+    base_rate = hits.sum(axis=1) / n_examples
+    uncertainty = base_rate * (1 - base_rate)  # BS(o-bar)
+    return {
+        "reliability": score - recalibrated,
+        "resolution": uncertainty - recalibrated,
+        "uncertainty": uncertainty,
+    }
+
+
+def _pav_score(weight: np.ndarray, hits: np.ndarray) -> float:
+    """N * BS(x) of the PAV fit x to pooled outcomes: sum over groups of w x^2 - 2 x h + h (o^2 = o)."""
+    from scipy.optimize import isotonic_regression  # local: keeps the import light
+
+    used = weight > 0
+    weight, hits = weight[used], hits[used]
+    fitted = isotonic_regression(hits / weight, weights=weight, increasing=True).x
+    return float(np.sum(weight * fitted**2 - 2 * fitted * hits + hits))
+
+
+def _brier_term(name: str) -> Callable[[_Resamples], np.ndarray]:
+    def resampled(s: _Resamples) -> np.ndarray:
+        return s.brier_terms[name]
+
+    return resampled
+
+
+# ---------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """One estimator: ``compute(probs, labels, n_bins, scheme)`` gives its value on all data.
+
+    ``lower_is_better`` is None where neither direction is better (brier_uncertainty depends
+    only on the labels). ``resampled`` maps a chunk of resample rows to one value per row.
+    """
+
+    name: str
+    heading: str
+    resampled: Callable[[_Resamples], np.ndarray]
+    lower_is_better: bool | None
+    description: str
+
+    def compute(self, probs, labels, n_bins: int = 10, scheme: str = "width") -> float:
+        return point_estimates(probs, labels, n_bins, scheme, metrics=[self.name])[self.name]
+
+
+def _registry(*estimators: Estimator) -> dict[str, Estimator]:
+    return {e.name: e for e in estimators}
+
+
+ESTIMATORS: dict[str, Estimator] = _registry(
+    Estimator("accuracy", "Accuracy", _accuracy, False, "fraction of argmax predictions equal to the label"),
+    Estimator("macro_f1", "Macro F1", _macro_f1, False, "mean F1 over classes present in labels or predictions"),
+    Estimator("ece", "ECE (equal width)", _binned_ece("width"), True, "binned top-label ECE, equal-width bins"),
+    Estimator("ece_mass", "ECE (equal mass)", _binned_ece("mass"), True, "binned top-label ECE, equal-mass bins"),
+    Estimator(
+        "debiased_ece", "Debiased ECE", _debiased_ece, True, "binned ECE minus its estimated bias (Kumar et al. 2019)"
+    ),
+    Estimator("smooth_ece", "Smooth ECE", _smooth_ece, True, "ECE of the kernel-smoothed reliability curve (relplot)"),
+    Estimator(
+        "ece_sweep", "ECE sweep", _ece_sweep, True, "equal-mass ECE at the most bins that stay monotone (Roelofs 2022)"
+    ),
+    Estimator("classwise_ece", "Classwise ECE", _classwise_ece, True, "mean over classes of the one-vs-rest ECE"),
+    Estimator("mce", "MCE", _mce, True, "largest |accuracy - confidence| over non-empty bins"),
+    Estimator("nll", "NLL", _nll, True, "mean negative log-likelihood of the true label"),
+    Estimator("brier", "Brier", _brier, True, "mean squared distance to the one-hot label, in [0, 2]"),
+    Estimator(
+        "brier_reliability",
+        "Brier reliability",
+        _brier_term("reliability"),
+        True,
+        "miscalibration part of Brier (CORP)",
+    ),
+    Estimator(
+        "brier_resolution", "Brier resolution", _brier_term("resolution"), False, "discrimination part of Brier (CORP)"
+    ),
+    Estimator(
+        "brier_uncertainty", "Brier uncertainty", _brier_term("uncertainty"), None, "label-only part of Brier (CORP)"
+    ),
+)
+
+
+# what a comparison shows unless asked for others: accuracy, then the calibration estimators and proper scores
+DEFAULT_METRICS = ("accuracy", "macro_f1", "ece", "smooth_ece", "debiased_ece", "ece_sweep", "nll", "brier")
+
+
+# ---------------------------------------------------------------- public functions
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Point value on all data and percentile bootstrap interval [low, high] at ``level``."""
+
+    value: float
+    low: float
+    high: float
+    level: float
+    n_resamples: int
+    # the bootstrap draws behind [low, high]: two runs' draws on the same rows make a paired comparison
+    samples: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False, compare=False)
+
+
+def _check_metrics(metrics: Sequence[str] | None) -> list[str]:
+    if metrics is None:
+        return list(ESTIMATORS)
+    if isinstance(metrics, str):
+        # ValueError, not TypeError: every bad argument in peftviz raises ValueError
+        raise ValueError(f"metrics must be a list of names, not the string {metrics!r}")  # noqa: TRY004
+    unknown = [m for m in metrics if m not in ESTIMATORS]
+    if unknown:
+        raise ValueError(f"unknown metrics {unknown}, expected names from {list(ESTIMATORS)}")
+    return list(dict.fromkeys(metrics))
+
+
+def _check_indices(indices, n_examples: int) -> np.ndarray:
+    indices = np.asarray(indices)
+    if indices.ndim != 2 or indices.shape[0] < 1 or indices.shape[1] != n_examples:
+        raise ValueError(f"indices must have shape (R >= 1, {n_examples}), got shape {indices.shape}")
+    if not np.issubdtype(indices.dtype, np.integer) or indices.min() < 0 or indices.max() >= n_examples:
+        raise ValueError(f"indices must be integers in [0, {n_examples})")
+    return indices.astype(np.int64, copy=False)
+
+
+def bootstrap_samples(
+    probs, labels, indices, n_bins: int = 10, scheme: str = "width", metrics: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Each estimator on every resample: value r is computed on probs[indices[r]], labels[indices[r]]."""
+    probs, labels = cal._check_inputs(probs, labels)
+    cal._check_binning(n_bins, scheme)
+    names = _check_metrics(metrics)
+    indices = _check_indices(indices, probs.shape[0])
+    chunk = max(1, _CHUNK_ELEMENTS // probs.shape[0])
+    parts = {name: [] for name in names}
+    for start in range(0, indices.shape[0], chunk):
+        rows = _Resamples(probs, labels, indices[start : start + chunk], n_bins, scheme)
+        for name in names:
+            parts[name].append(ESTIMATORS[name].resampled(rows))
+    return {name: np.concatenate(parts[name]).astype(np.float64) for name in names}
+
+
+def point_estimates(
+    probs, labels, n_bins: int = 10, scheme: str = "width", metrics: Sequence[str] | None = None
+) -> dict[str, float]:
+    """Each estimator on all data (the identity resample), as Python floats."""
+    probs = cal._check_probs(probs)
+    identity = np.arange(probs.shape[0])[None, :]
+    samples = bootstrap_samples(probs, labels, identity, n_bins, scheme, metrics)
+    return {name: float(values[0]) for name, values in samples.items()}
+
+
+def estimate_all(
+    probs,
+    labels,
+    n_bins: int = 10,
+    scheme: str = "width",
+    n_resamples: int = 1000,
+    level: float = LEVEL,
+    seed: int = 0,
+    metrics: Sequence[str] | None = None,
+) -> dict[str, Estimate]:
+    """Point value and percentile bootstrap interval of each estimator, on shared resample rows.
+
+    Measured (N = 213, 5 classes, all 14 estimators, 1000 resamples, one core): 7.8 s, of which
+    relplot.smECE 7.2 s (~7 ms a call whatever N: its fixed 1001-point convolution grid), the three
+    Brier terms together 0.13 s, ece_sweep 0.07 s, the rest 0.05 s; 14.6 s on a loaded machine.
+    """
+    check_resampling(n_resamples, level)
+    values = point_estimates(probs, labels, n_bins, scheme, metrics)
+    indices = resample_indices(np.asarray(labels).shape[0], n_resamples, seed)
+    samples = bootstrap_samples(probs, labels, indices, n_bins, scheme, metrics)
+    return {
+        name: Estimate(value, *percentile_interval(samples[name], level), level, n_resamples, samples[name])
+        for name, value in values.items()
+    }
+
+
+# ---------------------------------------------------------------- smooth reliability diagram
+
+
+@dataclass(frozen=True)
+class SmoothDiagram:
+    """relplot's smoothed top-label reliability diagram, sampled on ``mesh`` (confidence axis)."""
+
+    mesh: np.ndarray
+    curve: np.ndarray  # smoothed accuracy given confidence (relplot's mu)
+    lower: np.ndarray  # 95% bootstrap band of the curve (relplot's, over its resamples)
+    upper: np.ndarray
+    density: np.ndarray  # kernel density of the confidence on the mesh
+    smooth_ece: float
+    sigma: float  # kernel bandwidth chosen by smECE
+
+
+def smooth_reliability(probs, labels, n_resamples: int = 200, seed: int = 0, band: bool = True) -> SmoothDiagram:
+    """``relplot.prepare_rel_diagram`` on top-label confidence and correctness, seeded.
+
+    relplot draws from the global np.random state (BaggingRegressor with random_state=None), so
+    the state is saved, seeded with ``seed`` for the call, and restored afterwards. ``band=False``
+    skips relplot's bootstrap (most of the cost): lower and upper are then the curve itself, for
+    callers that band over seeds instead.
+    """
+    probs, labels = cal._check_inputs(probs, labels)
+    check_resampling(n_resamples, LEVEL)
+    from relplot import prepare_rel_diagram  # local: imports matplotlib and seaborn
+
+    confidence, correct = cal._top_label(probs, labels)
+    saved = np.random.get_state()
+    try:
+        np.random.seed(seed)
+        out = prepare_rel_diagram(
+            confidence, correct.astype(np.float64), num_bootstrap=n_resamples, report_CE_std=False
+        )
+    finally:
+        np.random.set_state(saved)
+    arrays = {key: np.asarray(out[key], dtype=np.float64) for key in ("mesh", "mu", "lower", "upper", "density")}
+    return SmoothDiagram(
+        mesh=arrays["mesh"],
+        curve=arrays["mu"],
+        lower=arrays["lower"],
+        upper=arrays["upper"],
+        density=arrays["density"],
+        smooth_ece=float(out["ce"]),
+        sigma=float(out["sigma"]),
+    )

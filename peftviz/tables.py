@@ -1,0 +1,21 @@
+"""Markdown tables for the terminal and the README: what the CLI prints."""
+
+from __future__ import annotations
+
+
+def format_table(rows: list[dict]) -> str:
+    """Rows of dicts -> a markdown table; floats to 3 significant digits."""
+    if not rows:
+        return "(none)"
+
+    def cell(value) -> str:
+        if value is None:
+            return "–"
+        if isinstance(value, float):
+            return f"{value:.3g}"
+        return str(value)
+
+    header = list(rows[0])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(row[key]) for key in header) + " |" for row in rows]
+    return "\n".join(lines)
