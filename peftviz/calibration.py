@@ -51,7 +51,6 @@ import numpy as np
 SCHEMES = ("width", "mass")
 PROB_FLOOR = 1e-12  # clip before log: a wrong prediction with p_y = 0 gives NLL ~27.6, not inf
 LOG_TEMPERATURE_BOUNDS = (-5.0, 5.0)  # T in [0.0067, 148]: far beyond any sane fitted temperature
-_BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000  # bounds the (resamples x N) work arrays to ~100 MB
 
 
 # ---------------------------------------------------------------- validation
@@ -275,41 +274,6 @@ def summary(probs, labels, n_bins: int = 10, scheme: str = "width") -> dict[str,
 
 
 # ---------------------------------------------------------------- bootstrap
-
-
-def ece_bootstrap(
-    probs,
-    labels,
-    n_bins: int = 10,
-    scheme: str = "width",
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval (low, high) of the top-label ECE, resampling examples.
-
-    ECE is biased upwards and resampling adds ties and spread, so on well-calibrated or
-    small data the interval can lie entirely above the point ECE; that is the estimator,
-    not a bug.
-    """
-    probs, labels = _check_inputs(probs, labels)
-    _check_binning(n_bins, scheme)
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be an int >= 1, got {n_resamples!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level}")
-    confidence, correct = _top_label(probs, labels)
-    rng = np.random.default_rng(seed)
-    n_examples = confidence.shape[0]
-    chunk = max(1, _BOOTSTRAP_CHUNK_ELEMENTS // n_examples)  # resamples per pass, so memory stays bounded
-    eces = []
-    for start in range(0, n_resamples, chunk):
-        resample_idx = rng.integers(0, n_examples, size=(min(chunk, n_resamples - start), n_examples))
-        eces.append(_resampled_eces(confidence, correct, resample_idx, n_bins, scheme))
-    eces = np.concatenate(eces)
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(eces, [tail, 1.0 - tail])
-    return float(low), float(high)
 
 
 def _resampled_eces(

@@ -21,7 +21,7 @@ SCREENSHOTS = ROOT / "cache" / "screenshots"
 PAGES = {
     "": ('[data-testid="stDataFrame"]', 2),
     "Train": ('[data-testid="stButton"]', 1),
-    "Calibration": (".js-plotly-plot", 2),
+    "Calibration": (".js-plotly-plot", 10),  # 6 reliability diagrams, smooth, ECE, differences, recalibration
     "Attention": (".js-plotly-plot", 2),
     "Kernel": (".js-plotly-plot", 1),
     "Tiny_attention_heads": (".js-plotly-plot", 2),
@@ -90,7 +90,7 @@ def test_every_page_renders_its_charts_without_errors(server, browser, path):
     try:
         page.goto(f"{server}/{path}", wait_until="domcontentloaded")
         page.wait_for_function(
-            "([s, n]) => document.querySelectorAll(s).length >= n", arg=[selector, at_least], timeout=90_000
+            "([s, n]) => document.querySelectorAll(s).length >= n", arg=[selector, at_least], timeout=180_000
         )
         page.wait_for_timeout(500)  # let plotly finish drawing before the screenshot
         page.screenshot(path=str(screenshot), full_page=True)

@@ -2,13 +2,13 @@
 
 import ast
 import math
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from peftviz import calibration as cal
+from peftviz.estimators import estimate_all
 
 TIGHT = 1e-12
 
@@ -293,42 +293,32 @@ def test_vectorised_resampled_eces_match_a_loop(scheme):
     np.testing.assert_allclose(vectorised, looped, atol=TIGHT)
 
 
+def ece_interval(probs, labels, scheme="width", **options):
+    """The ECE interval as every page and report computes it: estimators.estimate_all."""
+    metric = "ece" if scheme == "width" else "ece_mass"
+    found = estimate_all(probs, labels, scheme=scheme, metrics=[metric], **options)[metric]
+    return found.low, found.high
+
+
 @pytest.mark.parametrize("scheme", cal.SCHEMES)
-def test_ece_bootstrap_contains_point_and_narrows_with_n(scheme):
+def test_ece_interval_contains_point_and_narrows_with_n(scheme):
     # a clearly overconfident model: ECE ~0.2, far from the 0 floor where the upward bias of ECE dominates
     small_probs, small_labels = overconfident_model(300, seed=1)
     large_probs, large_labels = overconfident_model(6000, seed=2)
-    low, high = cal.ece_bootstrap(small_probs, small_labels, scheme=scheme, n_resamples=400)
+    low, high = ece_interval(small_probs, small_labels, scheme, n_resamples=400)
     assert low <= cal.ece(small_probs, small_labels, scheme=scheme) <= high
-    large_low, large_high = cal.ece_bootstrap(large_probs, large_labels, scheme=scheme, n_resamples=400)
+    large_low, large_high = ece_interval(large_probs, large_labels, scheme, n_resamples=400)
     assert large_low <= cal.ece(large_probs, large_labels, scheme=scheme) <= large_high
     assert (large_high - large_low) < 0.5 * (high - low)  # ~sqrt(20) narrower in theory
 
 
-def test_ece_bootstrap_is_seeded_and_level_widens():
+def test_ece_interval_is_seeded_and_level_widens():
     probs, labels = overconfident_model(500, seed=3)
-    assert cal.ece_bootstrap(probs, labels, n_resamples=200, seed=7) == cal.ece_bootstrap(
-        probs, labels, n_resamples=200, seed=7
-    )
-    assert cal.ece_bootstrap(probs, labels, n_resamples=200, seed=7) != cal.ece_bootstrap(
-        probs, labels, n_resamples=200, seed=8
-    )
-    low90, high90 = cal.ece_bootstrap(probs, labels, n_resamples=500, level=0.9)
-    low99, high99 = cal.ece_bootstrap(probs, labels, n_resamples=500, level=0.99)
+    assert ece_interval(probs, labels, n_resamples=200, seed=7) == ece_interval(probs, labels, n_resamples=200, seed=7)
+    assert ece_interval(probs, labels, n_resamples=200, seed=7) != ece_interval(probs, labels, n_resamples=200, seed=8)
+    low90, high90 = ece_interval(probs, labels, n_resamples=500, level=0.9)
+    low99, high99 = ece_interval(probs, labels, n_resamples=500, level=0.99)
     assert low99 <= low90 < high90 <= high99
-
-
-def test_ece_bootstrap_is_fast():
-    probs, labels = overconfident_model(2000, seed=4)
-    start = time.perf_counter()
-    cal.ece_bootstrap(probs, labels, n_resamples=1000)
-    assert time.perf_counter() - start < 1.0  # typically ~0.05 s; a Python loop takes ~1 s
-
-
-@pytest.mark.parametrize(("kwargs", "message"), [({"n_resamples": 0}, "n_resamples"), ({"level": 1.0}, "level")])
-def test_ece_bootstrap_rejects_bad_options(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        cal.ece_bootstrap(HAND_PROBS, HAND_LABELS, **kwargs)
 
 
 # ---------------------------------------------------------------- temperature scaling
@@ -399,7 +389,7 @@ BAD_INPUTS = {
     "float bins": (HAND_PROBS, HAND_LABELS, {"n_bins": 2.5}, "n_bins must be an int"),
     "scheme": (HAND_PROBS, HAND_LABELS, {"scheme": "quantile"}, "unknown scheme 'quantile'"),
 }
-BINNED = [cal.ece, cal.mce, cal.ace, cal.classwise_ece, cal.reliability_bins, cal.ece_bootstrap, cal.summary]
+BINNED = [cal.ece, cal.mce, cal.ace, cal.classwise_ece, cal.reliability_bins, cal.summary]
 UNBINNED = [cal.accuracy, cal.brier, cal.nll, cal.fit_temperature]
 
 

@@ -114,9 +114,9 @@ def ece_over_epochs(
     rows = []
     for epoch in finished_epochs(run):
         probs, labels = run.predictions(epoch)
-        low, high = calibration.ece_bootstrap(probs, labels, n_bins, scheme, n_resamples)
-        ece = calibration.ece(probs, labels, n_bins, scheme)
-        rows.append({"run": name or run.label, "epoch": epoch, "ece": ece, "low": low, "high": high})
+        metric = "ece" if scheme == "width" else "ece_mass"
+        found = estimators.estimate_all(probs, labels, n_bins, scheme, n_resamples, metrics=[metric])[metric]
+        rows.append({"run": name or run.label, "epoch": epoch, "ece": found.value, "low": found.low, "high": found.high})
     return pd.DataFrame(rows, columns=["run", "epoch", "ece", "low", "high"])
 
 
