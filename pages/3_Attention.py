@@ -74,8 +74,8 @@ if doc.n_prefix_keys:
     if config["method"] == "kernel-prefix-propagation":
         st.caption("Kernel form: weights are mixing weights summing to 1 + α; λ is the prefix share, prefix / sum.")
     left, right = st.columns(2)
-    left.plotly_chart(figures.prefix_mass_grid_figure(analysis.prefix_mass_grid(doc)), key="grid")
-    right.plotly_chart(figures.prefix_mass_profile_figure(analysis.prefix_mass_profile(doc)), key="profile")
+    appkit.chart(figures.prefix_mass_grid_figure(analysis.prefix_mass_grid(doc)), "grid", left)
+    appkit.chart(figures.prefix_mass_profile_figure(analysis.prefix_mass_profile(doc)), "profile", right)
 else:
     adapter = " (the tiny-attention adapter's weights are not recorded)" if "tiny" in config["method"] else ""
     st.info(f"{run.label} has no prefix keys: queries read only the text. Below, the encoder's attention{adapter}.")
@@ -88,9 +88,9 @@ rows = cols[3].slider("Rows", 1, min(analysis.MAX_ROWS, doc.n_tokens), min(32, d
 
 matrix, row_labels, col_labels = analysis.token_window(doc, layer, head, start, rows, CONTEXT)
 title = f"Layer {layer + 1}, head {head + 1}: tokens {start}–{start + len(row_labels) - 1} and their neighbours"
-st.plotly_chart(figures.token_heatmap_figure(matrix, row_labels, col_labels, doc.n_prefix_keys, title), key="tokens")
+appkit.chart(figures.token_heatmap_figure(matrix, row_labels, col_labels, doc.n_prefix_keys, title), "tokens")
 
 if doc.n_prefix_queries:
     prefix_rows = analysis.prefix_rows(doc, layer, head)
-    st.plotly_chart(figures.prefix_rows_figure(prefix_rows), key="prefix_rows")
+    appkit.chart(figures.prefix_rows_figure(prefix_rows), "prefix_rows")
     st.dataframe(analysis.top_tokens_table(prefix_rows), hide_index=True)

@@ -49,7 +49,7 @@ def show_lambda(run: Run) -> None:
     except LOAD_ERRORS as err:
         appkit.show_error(err)
         return
-    st.plotly_chart(figures.lambda_figure(rows, per_head, alpha), key="kernel_lambda")
+    appkit.chart(figures.lambda_figure(rows, per_head, alpha), "kernel_lambda")
     st.caption(
         f"Every text token of the first {kernel.N_LAMBDA_DOCS} validation documents, per layer: box from the "
         "25th to the 75th percentile, whiskers at the 5th and 95th. A kernel run is read with α = λ(C)."
@@ -84,11 +84,11 @@ def sweep_rows(run: Run) -> list[dict] | None:
 def show_alpha(run: Run | None, runs: list[Run]) -> None:
     st.subheader("Accuracy and ECE against α")
     sweep = sweep_rows(run) if run is not None else None
-    trained = kernel.trained_alpha_rows(runs)
+    trained = kernel.trained_alpha_groups(runs)
     if not sweep and not trained:
         st.info("No α results yet: evaluate a run under the α grid, or train kernel runs at the grid below.")
         return
-    st.plotly_chart(figures.alpha_figure(sweep, trained, run.label if run else ""), key="kernel_alpha")
+    appkit.chart(figures.alpha_figure(sweep, trained, run.label if run else ""), "kernel_alpha")
     exact = kernel.exact_row(sweep or [])
     if exact and run.config.get("method") == kernel.PROPAGATION:
         stored = run.best_metrics.get("accuracy", float("nan"))
@@ -96,6 +96,9 @@ def show_alpha(run: Run | None, runs: list[Run]) -> None:
                    f"(stored at its best epoch: {stored:.4f}).")  # fmt: skip
     if trained:
         st.caption("Diamonds: kernel runs of the store, each at the α it was trained with (best validation epoch).")
+    if any(row["n"] > 1 for row in trained):
+        st.caption("Where an α was trained at several seeds, its diamond is the mean over the seeds with a 95% "
+                   "t-interval over them as the error bar, and each seed is a small dot.")  # fmt: skip
 
 
 def show_training() -> None:

@@ -46,7 +46,7 @@ def tiny_attention_runs() -> list[Run]:
 def show_heads(weights: tiny_heads.HeadWeights, layer: int, matrices: tuple[str, ...]) -> None:
     """The heads' heatmaps, with the averaged head as the last row."""
     averaged = tiny_heads.averaged_head(weights)
-    st.plotly_chart(figures.heads_figure(weights, averaged, matrices, layer), key="tiny_heads_matrices")
+    appkit.chart(figures.heads_figure(weights, averaged, matrices, layer), "tiny_heads_matrices")
     st.caption(
         "Each row is one head and the last is the averaged head; x is the hidden dimension, so a dimension "
         "lines up down a column. One colour scale per matrix; hover for values."
@@ -55,7 +55,7 @@ def show_heads(weights: tiny_heads.HeadWeights, layer: int, matrices: tuple[str,
 
 def show_similarity(weights: tiny_heads.HeadWeights, layer: int) -> None:
     st.subheader("How alike the heads are")
-    st.plotly_chart(figures.similarity_figure(tiny_heads.head_similarity(weights), layer), key="tiny_heads_similarity")
+    appkit.chart(figures.similarity_figure(tiny_heads.head_similarity(weights), layer), "tiny_heads_similarity")
     st.caption(
         "Cosine of each pair of heads' [W_Q; W_K; W_V; O]. Near 1: the heads stayed close and their average "
         "can stand in for them; lower: averaging changes the model more."
@@ -72,14 +72,31 @@ def show_averaging(run: Run) -> None:
         return
     st.caption(table.note)
     st.dataframe(table.display_rows(), hide_index=True)
-    st.plotly_chart(figures.averaging_figure(table), key="tiny_heads_averaging")
+    appkit.chart(figures.averaging_figure(table), "tiny_heads_averaging")
+
+
+def show_group_averaging(run: Run, runs: list[Run]) -> None:
+    """The before/after table over the seeds of the run's setting, when it was trained at several."""
+    group = tiny_heads.run_group(run, runs)
+    if len(group.runs) < 2:
+        return
+    st.subheader(f"Before and after averaging, over {len(group.runs)} seeds ({', '.join(map(str, group.seeds))})")
+    try:
+        table = tiny_heads.group_averaging_table(group)
+    except LOAD_ERRORS as err:
+        appkit.show_error(err)
+        return
+    st.dataframe(table, hide_index=True, key="tiny_heads_group_table")
+    st.caption("mean: over the seeds of this setting; low–high: 95% Student t interval of that mean over the seeds; "
+               "change: each seed's after − before, then averaged. One column per seed: its own value.")  # fmt: skip
 
 
 candidates = tiny_attention_runs()
 if not candidates:
     st.info("No tiny-attention runs in the store yet: train one on the Home or Train page.")
     st.stop()
-run = appkit.pick_run("Tiny-attention run", candidates, key="tiny_heads_run")
+run = st.selectbox("Tiny-attention run", candidates, format_func=appkit.run_label, key="tiny_heads_run",
+                   help="Heads and similarity are per run; the members of a group differ in the seed.")  # fmt: skip
 try:
     layers = run_weights(run)
 except LOAD_ERRORS as err:
@@ -96,3 +113,4 @@ with similarity_column:
     show_similarity(layers[layer], layer)
 with averaging_column:
     show_averaging(run)
+show_group_averaging(run, candidates)

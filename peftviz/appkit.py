@@ -75,15 +75,16 @@ def job_manager() -> JobManager:
 
 
 def run_label(run: Run) -> str:
-    return f"{run.label} · {run.config.get('dataset', '?')} · {run.name[-6:]}"
+    """A run with its training seed, so the members of a group (runs differing only in the seed) are told apart."""
+    return f"{run.label} · seed {run.seed} · {run.config.get('dataset', '?')} · {run.name[-6:]}"
 
 
-def pick_run(label: str, candidates: list[Run], key: str) -> Run | None:
+def pick_run(label: str, candidates: list[Run], key: str, help: str | None = None) -> Run | None:
     """A selectbox of runs; None (with a note on the page) when there are none."""
     if not candidates:
         st.info("No suitable runs in the store yet: train some on the Home or Train page.")
         return None
-    return st.selectbox(label, candidates, format_func=run_label, key=key)
+    return st.selectbox(label, candidates, format_func=run_label, key=key, help=help)
 
 
 def show_error(err: Exception) -> None:

@@ -400,3 +400,25 @@ def test_page_on_your_own_text(app_store):
     assert_clean(at)
     assert any("gold: unknown" in c.value for c in at.caption)
     assert "Layer" in charts(at)
+
+
+def test_page_picker_tells_the_seeds_of_a_group_apart(app_seeds_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert_clean(at)
+    options = at.selectbox(key="attention_run").options
+    assert len(set(options)) == len(options) == 12  # six groups of two seeds
+    propagation = [option for option in options if option.startswith("prefix-propagation · ")]
+    assert [option.split(" · ")[1] for option in propagation] == ["seed 0", "seed 1"]
+    box = at.selectbox(key="attention_run")
+    box.select_index(options.index(propagation[1])).run()
+    assert_clean(at)
+    run = at.selectbox(key="attention_run").value
+    assert run.label == "prefix-propagation" and run.seed == 1
+    grids = {}
+    for member in (r for r in list_runs(app_seeds_store) if r.label == "prefix-propagation"):
+        model, tokenizer = load_trained(member)
+        text, max_length = analysis.validation_documents(member)[0], member.config["max_length"]
+        grids[member.seed] = analysis.prefix_mass_grid(analysis.document_attention(model, tokenizer, text, max_length))
+    shown = decode(charts(at)["Prefix mass λ(C) per layer and head"]["data"][0]["z"])
+    np.testing.assert_allclose(shown, grids[1], atol=1e-6)  # the seed-1 run's attention, not seed 0's
+    assert not np.allclose(grids[0], grids[1], atol=1e-4)

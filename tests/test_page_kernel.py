@@ -266,8 +266,10 @@ def test_page_shows_lambda_and_trained_alpha_and_evaluates_the_sweep(kernel_stor
     lambda_data, alpha_data = charts(at)
     assert lambda_data[0]["type"] == "box" and lambda_data[0]["x"] == ["layer 1", "layer 2"]
     assert all(0 <= m <= 1 for m in lambda_data[0]["median"])
-    trained_x = traces_named(at, figures.TRAINED_NAME)[0]["x"]
-    assert trained_x == [1e-3, 5e-3, 1e-2, 4e-2]
+    trained = traces_named(at, figures.TRAINED_NAME)
+    assert trained[0]["x"] == [1e-3, 5e-3, 1e-2, 4e-2]
+    assert all("error_y" not in trace for trace in trained)  # one seed per α: no interval, no seed dots
+    assert not traces_named(at, figures.SEEDS_NAME)
     assert not traces_named(at, figures.SWEEP_NAME)
 
     started = time.perf_counter()
@@ -333,3 +335,80 @@ def test_page_shows_a_running_grid_job_with_one_bar_per_run(kernel_store, monkey
     assert labels[2:] == [config.run_title for config in configs[2:]]
     assert [bar.proto.value for bar in bars] == [100, 40, 0, 0, 0, 0]  # percent: (2 - 1 + 6/10) / 4
     assert at.button(key="kernel_train_grid").disabled
+
+
+# ---------------------------------------------------------------------------------------------
+# several seeds per α
+
+SEED_ALPHAS = [1e-3, 1e-2]
+
+
+@pytest.fixture(scope="module")
+def alpha_seeds_store(tmp_path_factory):
+    """Kernel runs at α = 0.001 and 0.01, each at training seeds 0 and 1 (read only)."""
+    from peftviz.config import over_seeds
+    from peftviz.train import compare
+
+    store = tmp_path_factory.mktemp("alpha_seeds_store")
+    compare(over_seeds(alpha_grid("smoke", tuple(SEED_ALPHAS)), [0, 1]), store)
+    return store
+
+
+def seed_interval(values) -> tuple[float, float, float]:
+    """mean and 95% Student t interval written out with scipy.stats.t (independent of peftviz.stats)."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    half = stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size)
+    return values.mean(), values.mean() - half, values.mean() + half
+
+
+def stored_by_alpha(store) -> dict[float, list]:
+    """α -> the runs trained at it, by seed."""
+    runs = sorted(list_runs(store), key=lambda run: run.seed)
+    return {alpha: [run for run in runs if run.config["method_options"]["alpha"] == alpha] for alpha in SEED_ALPHAS}
+
+
+def test_trained_alpha_groups_are_the_mean_and_t_interval_over_seeds(alpha_seeds_store):
+    rows = kernel.trained_alpha_groups(list_runs(alpha_seeds_store))
+    assert [row["alpha"] for row in rows] == SEED_ALPHAS
+    for row, members in zip(rows, stored_by_alpha(alpha_seeds_store).values()):
+        assert row["n"] == 2 and row["seeds"] == [0, 1]
+        assert [member["run"] for member in row["members"]] == [run.name for run in members]
+        for metric in ("accuracy", "ece"):
+            expected = seed_interval([run.best_metrics[metric] for run in members])
+            np.testing.assert_allclose([row[metric], row[f"{metric}_low"], row[f"{metric}_high"]], expected, rtol=1e-12)
+
+
+def test_trained_alpha_groups_of_single_runs_are_the_runs(smoke_store):
+    runs = list_runs(smoke_store)
+    singles, groups = kernel.trained_alpha_rows(runs), kernel.trained_alpha_groups(runs)
+    assert [row["n"] for row in groups] == [1] * len(singles)
+    for single, group in zip(singles, groups):
+        assert {key: group[key] for key in ("alpha", "accuracy", "ece", "label", "group")} == {
+            key: single[key] for key in ("alpha", "accuracy", "ece", "label", "group")}  # fmt: skip
+        assert np.isnan(group["accuracy_low"]) and group["members"] == [single]
+
+
+def test_page_draws_each_alphas_seed_mean_with_its_t_interval_and_the_seeds(alpha_seeds_store, monkeypatch):
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(alpha_seeds_store))
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception and not at.error
+    by_alpha = stored_by_alpha(alpha_seeds_store)
+    picker = at.selectbox(key="kernel_run")
+    assert len(set(picker.options)) == 4  # the four kernel runs
+    means, seeds = traces_named(at, figures.TRAINED_NAME), traces_named(at, figures.SEEDS_NAME)
+    assert len(means) == len(seeds) == 2  # accuracy and ECE panels
+    for metric, mean_trace, seed_trace in zip(("accuracy", "ece"), means, seeds):
+        assert mean_trace["x"] == SEED_ALPHAS
+        expected = [seed_interval([run.best_metrics[metric] for run in runs]) for runs in by_alpha.values()]
+        np.testing.assert_allclose(mean_trace["y"], [mean for mean, _, _ in expected], rtol=1e-12)
+        error = mean_trace["error_y"]
+        assert error["symmetric"] is False
+        np.testing.assert_allclose(error["array"], [high - mean for mean, _, high in expected], rtol=1e-9)
+        np.testing.assert_allclose(error["arrayminus"], [mean - low for mean, low, _ in expected], rtol=1e-9)
+        assert all(h > 0 for h in error["array"])
+        assert seed_trace["x"] == [alpha for alpha in SEED_ALPHAS for _ in range(2)]
+        assert seed_trace["y"] == [run.best_metrics[metric] for runs in by_alpha.values() for run in runs]
+        assert seed_trace["text"][1].endswith("seed 1")
+    assert any("t-interval" in caption.value for caption in at.caption)

@@ -302,3 +302,102 @@ def test_page_reports_unreadable_params_in_one_line(app_store, smoke_runs, tmp_p
     assert not at.exception
     assert len(at.error) == 1 and "params.safetensors" in at.error[0].value
     assert "\n" not in at.error[0].value
+
+
+# ---------------------------------------------------------------------------------------------
+# groups of seeds
+
+
+def seed_interval(values) -> tuple[float, float, float]:
+    """mean and 95% Student t interval written out with scipy.stats.t (independent of peftviz.stats)."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    half = stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size)
+    return values.mean(), values.mean() - half, values.mean() + half
+
+
+def stored_quantities(run) -> dict[str, tuple[float, float]]:
+    """quantity -> (before, after), read straight from the run's config, metrics and summary."""
+    best, test, averaged = run.best_metrics, run.summary["test"], run.summary["averaged"]
+    return {
+        "validation accuracy": (best["accuracy"], averaged["validation"]["accuracy"]),
+        "validation ECE": (best["ece"], averaged["validation"]["ece"]),
+        "test accuracy": (test["accuracy"], averaged["test"]["accuracy"]),
+        "test ECE": (test["ece"], averaged["test"]["ece"]),
+        "method parameters": (run.config["parameters"]["method"], averaged["parameters"]["method"]),
+    }
+
+
+def assert_group_table_matches_the_members(table, members) -> None:
+    """Every quantity and stage: mean and t-interval over the members' stored values, one column per seed."""
+    stored = [stored_quantities(run) for run in members]
+    seed_columns = [f"seed {run.seed}" for run in members]
+    assert list(table.columns) == ["quantity", "stage", "mean", "low", "high", "n", *seed_columns]
+    assert len(table) == 5 * 3
+    for row in table.to_dict("records"):
+        pairs = [values[row["quantity"]] for values in stored]
+        before, after = (np.array(side, dtype=float) for side in zip(*pairs))
+        values = {"before": before, "after": after, "change": after - before}[row["stage"]]
+        assert row["n"] == len(members)
+        np.testing.assert_allclose([row["mean"], row["low"], row["high"]], seed_interval(values), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose([row[column] for column in seed_columns], values, rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def four_head_group(seeds_store):
+    runs = list_runs(seeds_store)
+    candidates = [run for run in runs if run.label.startswith("tiny-attention")]
+    members = [run for run in runs if run.label == FOUR_HEADS]
+    return tiny_heads.run_group(members[1], candidates), sorted(members, key=lambda run: run.seed)
+
+
+def test_group_averaging_table_is_the_mean_and_t_interval_of_the_seeds(four_head_group):
+    group, members = four_head_group
+    assert group.seeds == [0, 1] and [run.name for run in group.runs] == [run.name for run in members]
+    table = tiny_heads.group_averaging_table(group)
+    assert_group_table_matches_the_members(table, members)
+    parameters = table.set_index(["quantity", "stage"]).loc[("method parameters", "change")]
+    assert parameters["low"] == parameters["high"] == parameters["mean"] < 0  # equal over seeds: no spread
+
+
+def test_group_averaging_table_of_one_head_runs_changes_nothing(seeds_store):
+    runs = [run for run in list_runs(seeds_store) if run.label == ONE_HEAD]
+    table = tiny_heads.group_averaging_table(tiny_heads.run_group(runs[0], runs))
+    changes = table[table["stage"] == "change"]
+    assert (changes[["mean", "low", "high", "seed 0", "seed 1"]] == 0).all().all()
+    before, after = (table[table["stage"] == stage].reset_index(drop=True) for stage in ("before", "after"))
+    np.testing.assert_array_equal(before["mean"], after["mean"])
+
+
+def test_group_averaging_table_leaves_a_seed_without_an_averaged_evaluation_out(four_head_group):
+    group, members = four_head_group
+    unaveraged = replace(members[0], summary={k: v for k, v in members[0].summary.items() if k != "averaged"})
+    table = tiny_heads.group_averaging_table(replace(group, runs=[unaveraged, members[1]]))
+    after = table.set_index(["quantity", "stage"]).loc[("test ECE", "after")]
+    assert after["n"] == 1 and np.isnan(after["seed 0"]) and np.isnan(after["low"])
+    assert after["mean"] == after["seed 1"] == members[1].summary["averaged"]["test"]["ece"]
+
+
+def test_page_shows_the_group_table_of_the_chosen_runs_seeds(app_seeds_store, four_head_group):
+    members = four_head_group[1]
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception and not at.error
+    picker = at.selectbox(key="tiny_heads_run")
+    assert len(set(picker.options)) == len(picker.options) == 4  # 1H and 4H at seeds 0 and 1: told apart
+    assert [option.split(" · ")[1] for option in picker.options].count("seed 1") == 2
+    select_label(picker, f"{FOUR_HEADS} · seed 1")
+    at.run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="tiny_heads_run").value.name == members[1].name
+    assert len(at.dataframe) == 2  # the run's table, then its group's
+    assert_group_table_matches_the_members(at.dataframe[1].value, members)
+    weights = tiny_heads.head_weights(members[1])[0]  # heads stay per run: the chosen seed's
+    np.testing.assert_array_equal(array(chart_data(at, 1)[0]["z"]), tiny_heads.head_similarity(weights))
+
+
+def test_page_shows_no_group_table_for_single_runs(app_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception and not at.error
+    assert len(at.dataframe) == 1
+    assert all(" · seed 0 · " in option for option in at.selectbox(key="tiny_heads_run").options)

@@ -8,6 +8,8 @@ softmax mass on the prefix keys (eq. 6); the kernel form fixes that weight to a 
 - `alpha_sweep`: a trained run evaluated on its validation split under each α (and under the exact
   λ(C)), cached as JSON in the run folder.
 - `trained_alpha_rows`: the kernel runs of the store, one row per run at its configured α.
+- `trained_alpha_groups`: the same runs grouped over training seeds (`group_runs`): one row per
+  group with the mean over seeds, its t-interval, and the members' rows.
 
 No Streamlit and no plotting here: the page calls these and `peftviz.figures.kernel` draws them.
 """
@@ -26,7 +28,8 @@ from peftviz.config import TrainConfig, alpha_grid
 from peftviz.longformer import key_mass
 from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID, KernelPrefixPropagationConfig
 from peftviz.model import PeftClassifier
-from peftviz.runs import Run, RunError, atomic_write
+from peftviz.runs import Run, RunError, atomic_write, group_runs
+from peftviz.stats import LEVEL, t_interval
 from peftviz.train import evaluation_metrics, load_trained, make_loader, predict, run_data, tokenize
 
 PROPAGATION = "prefix-propagation"
@@ -248,9 +251,9 @@ def trained_alpha_rows(runs: list[Run]) -> list[dict]:
     """One row per kernel run of the store with finished epochs, sorted by group and α.
 
     Row: alpha (the configured α; the starting value when α trains), accuracy and ece of the best
-    validation epoch, label, run (folder name), group (model · dataset, plus kernels and trainable
-    α when not the defaults: a plot draws one series per group), learned_alpha (per-layer α read
-    from the params for trainable-α runs, else None).
+    validation epoch, label, run (folder name), seed (the training seed), group (model · dataset,
+    plus kernels and trainable α when not the defaults: a plot draws one series per group),
+    learned_alpha (per-layer α read from the params for trainable-α runs, else None).
     """
     rows = [_trained_row(run) for run in runs if run.config.get("method") == KERNEL and run.metrics]
     return sorted((row for row in rows if row is not None), key=lambda row: (row["group"], row["alpha"]))
@@ -270,6 +273,7 @@ def _trained_row(run: Run) -> dict | None:
         "ece": best.get("ece"),
         "label": run.label,
         "run": run.name,
+        "seed": run.seed,
         "group": _group(run, options),
         "learned_alpha": learned_alpha(run) if options.alpha_trainable else None,
     }
@@ -292,3 +296,34 @@ def learned_alpha(run: Run) -> list[float] | None:
     except RunError:
         return None
     return None if log_alpha is None else [float(a) for a in log_alpha.exp()]
+
+
+def trained_alpha_groups(runs: list[Run], level: float = LEVEL) -> list[dict]:
+    """The rows of `trained_alpha_rows` grouped over training seeds: one row per group, sorted as they are.
+
+    A group holds the kernel runs that differ only in the training seed (`group_runs`), so one α.
+    Row: alpha, label, group (the plot series), learned_alpha (a one-run group's only), and
+    accuracy and ece: the mean over the seeds of each seed's best-validation-epoch value;
+    accuracy_low/high and ece_low/high: that mean's `level` Student t interval over the seeds (NaN
+    for one seed); n and seeds: the members; members: their `trained_alpha_rows` rows, in seed order.
+    """
+    by_run = {row["run"]: row for row in trained_alpha_rows(runs)}
+    groups = group_runs([run for run in runs if run.name in by_run])
+    rows = [_seed_group_row([by_run[run.name] for run in group.runs], group.seeds, level) for group in groups]
+    return sorted(rows, key=lambda row: (row["group"], row["alpha"]))
+
+
+def _seed_group_row(members: list[dict], seeds: list[int], level: float) -> dict:
+    first = members[0]
+    row = {key: first[key] for key in ("alpha", "label", "group")}
+    row |= {"n": len(members), "seeds": seeds, "members": members}
+    row["learned_alpha"] = first["learned_alpha"] if len(members) == 1 else None
+    for metric in ("accuracy", "ece"):
+        row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = _mean_interval([m[metric] for m in members], level)
+    return row
+
+
+def _mean_interval(values: list, level: float) -> tuple[float, float, float]:
+    """(mean, low, high) over the values that are present; NaNs when none is."""
+    present = [value for value in values if value is not None]
+    return t_interval(present, level) if present else (float("nan"),) * 3

@@ -7,7 +7,8 @@ is built. Per layer and head m (Zhao et al. 2022, appendix A):
 
 Parameter averaging (eqs. 5–8) keeps one head with the mean W_Q, W_K, W_V and output projection
 M·Ō = Σ_m O^(m). `params.safetensors` holds the weights before averaging; the metrics after
-averaging are in summary.json under "averaged".
+averaging are in summary.json under "averaged". `group_averaging_table` summarises the before/after
+table over the training seeds of one setting (a `Group`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
-from peftviz.runs import Run, RunError
+from peftviz.runs import Group, Run, RunError, group_runs
+from peftviz.stats import LEVEL, t_interval
 
 MATRICES = ("query", "key", "value", "out")  # W_Q, W_K, W_V, O
 SYMBOLS = {"query": "W_Q", "key": "W_K", "value": "W_V", "out": "O"}
@@ -175,3 +178,45 @@ def averaging_table(run: Run) -> AveragingTable:
         kind, after = "not averaged", dict.fromkeys(before)
         note = f"{n_heads} heads, but this run was not evaluated after averaging (train with average_heads)."
     return AveragingTable(kind, note, [_row(quantity, before[quantity], after[quantity]) for quantity in before])
+
+
+# ---------------------------------------------------------------------------------------------
+# over the seeds of one setting
+
+
+def run_group(run: Run, runs: list[Run]) -> Group:
+    """The group of `runs` (same settings, other training seeds) that `run` belongs to; just `run` if none."""
+    return next((group for group in group_runs(runs) if run in group.runs), Group(run.group_key, [run]))
+
+
+def member_columns(group: Group) -> list[str]:
+    """One column name per member, "seed <s>"; a seed trained twice gets the run folder's last 6 characters too."""
+    repeated = {seed for seed in group.seeds if group.seeds.count(seed) > 1}
+    return [f"seed {run.seed}" + (f" · {run.name[-6:]}" if run.seed in repeated else "") for run in group.runs]
+
+
+def group_averaging_table(group: Group, level: float = LEVEL) -> pd.DataFrame:
+    """The before/after-averaging table of every member, summarised over the training seeds.
+
+    One row per quantity (validation/test accuracy and ECE, method parameters) and stage ("before",
+    "after", "change" = after - before of the same seed). mean: the mean over the seeds that have
+    the value; low, high: the `level` Student t interval of that mean (NaN for fewer than two
+    seeds); n: those seeds; then one column per member (`member_columns`) with its own value (NaN
+    where it has none: e.g. a run not evaluated after averaging).
+    """
+    tables = [{row["quantity"]: row for row in averaging_table(run).rows} for run in group.runs]
+    columns = member_columns(group)
+    rows = [
+        _seed_row(quantity, stage, [table[quantity][stage] for table in tables], columns, level)
+        for quantity in tables[0]
+        for stage in COLUMNS
+    ]
+    return pd.DataFrame(rows, columns=["quantity", "stage", "mean", "low", "high", "n", *columns])
+
+
+def _seed_row(quantity: str, stage: str, values: list, columns: list[str], level: float) -> dict:
+    """mean, low, high and n over the values that are present (NaNs and n = 0 when none is), then each seed's."""
+    present = [float(value) for value in values if value is not None]
+    mean, low, high = t_interval(present, level) if present else (np.nan,) * 3
+    seeds = {column: np.nan if value is None else value for column, value in zip(columns, values)}
+    return {"quantity": quantity, "stage": stage, "mean": mean, "low": low, "high": high, "n": len(present), **seeds}

@@ -5,6 +5,8 @@ Inputs are the rows of `peftviz.analysis.kernel`; outputs are plotly figures. No
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
@@ -15,6 +17,7 @@ EXACT = "exact"
 SWEEP_NAME = "evaluated under α"
 EXACT_NAME = "exact λ(C)"
 TRAINED_NAME = "trained at α"
+SEEDS_NAME = "each seed"
 PANELS = (("accuracy", "validation accuracy"), ("ece", "validation ECE"))
 GRID_BAND = (min(ALPHA_GRID), max(ALPHA_GRID))
 SWEEP_COLOR, GROUP_COLORS = qualitative.Plotly[0], qualitative.Plotly[1:]
@@ -65,7 +68,8 @@ def alpha_figure(sweep: list[dict] | None = None, trained: list[dict] = (), swee
     """Accuracy (left) and ECE (right) against α on a log axis.
 
     sweep: `alpha_sweep` rows of one run: a line over the α values, and its exact-λ(C) row as a
-    dashed horizontal line. trained: `trained_alpha_rows`: markers, one series per group.
+    dashed horizontal line. trained: `trained_alpha_rows` or `trained_alpha_groups`: diamonds, one
+    series per group; a row over several seeds has its t-interval as an error bar and its seeds as dots.
     """
     fig = make_subplots(rows=1, cols=2, subplot_titles=[title for _, title in PANELS], horizontal_spacing=0.1)
     if sweep:
@@ -99,21 +103,60 @@ def _add_sweep(fig: go.Figure, sweep: list[dict], label: str) -> None:
 
 
 def _add_trained(fig: go.Figure, rows: list[dict], group: str, color: str) -> None:
-    hover = [_trained_hover(row) for row in rows]
+    """Diamonds at each row's α; a group of seeds' row gets its t-interval as an error bar, its seeds as dots."""
     for col, (metric, _) in enumerate(PANELS, start=1):
         fig.add_trace(
             go.Scatter(
                 x=[row["alpha"] for row in rows], y=[row[metric] for row in rows], mode="markers",
                 name=f"{TRAINED_NAME} · {group}", legendgroup=group, showlegend=col == 1,
-                marker={"size": 10, "symbol": "diamond", "color": color}, text=hover,
+                marker={"size": 10, "symbol": "diamond", "color": color}, error_y=_error_bars(rows, metric, color),
+                text=[_trained_hover(row, metric) for row in rows],
                 hovertemplate="%{text}<br>" + metric + "=%{y:.4f}<extra></extra>",
             ),
             row=1, col=col,
         )  # fmt: skip
+        _add_seeds(fig, rows, metric, group, color, col)
 
 
-def _trained_hover(row: dict) -> str:
+def _add_seeds(fig: go.Figure, rows: list[dict], metric: str, group: str, color: str, col: int) -> None:
+    """Each seed of the rows over several seeds as a small dot at its α: the values behind the mean and interval."""
+    members = [member for row in rows if len(row.get("members", ())) > 1 for member in row["members"]]
+    if not members:
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=[row["alpha"] for row in members], y=[row[metric] for row in members], mode="markers",
+            name=f"{SEEDS_NAME} · {group}", legendgroup=group, showlegend=False,
+            marker={"size": 5, "color": color, "opacity": 0.6},
+            text=[f"{row['label']} · seed {row['seed']}" for row in members],
+            hovertemplate="%{text}<br>" + metric + "=%{y:.4f}<extra></extra>",
+        ),
+        row=1, col=col,
+    )  # fmt: skip
+
+
+def _error_bars(rows: list[dict], metric: str, color: str) -> dict | None:
+    """Asymmetric error bars from each row's `<metric>_low`/`_high` (a t-interval over seeds); None if no row has one."""
+    above = [_gap(row.get(f"{metric}_high"), row[metric]) for row in rows]
+    below = [_gap(row[metric], row.get(f"{metric}_low")) for row in rows]
+    if all(gap is None for gap in above):
+        return None
+    return {"type": "data", "symmetric": False, "array": above, "arrayminus": below, "color": color, "thickness": 1.5}
+
+
+def _gap(upper, lower) -> float | None:
+    """upper - lower, or None when either is missing or NaN (a one-seed group has no interval)."""
+    if upper is None or lower is None or not math.isfinite(upper - lower):
+        return None
+    return upper - lower
+
+
+def _trained_hover(row: dict, metric: str = "") -> str:
     text = f"{row['label']}<br>trained at α={row['alpha']:g}"
+    if row.get("n", 1) > 1:
+        low, high = row[f"{metric}_low"], row[f"{metric}_high"]
+        seeds = ", ".join(map(str, row["seeds"]))
+        text += f"<br>mean of {row['n']} seeds ({seeds}), 95% t-interval [{low:.4f}, {high:.4f}]"
     if row.get("learned_alpha"):
         text += "<br>learned α per layer: " + ", ".join(f"{a:.3g}" for a in row["learned_alpha"])
     return text
