@@ -170,22 +170,20 @@ def comparison(preset: str, **overrides) -> list[TrainConfig]:
 
 def parse_seeds(text: str) -> list[int]:
     """`--seeds` text -> training seeds: a list "0,1,2" as given, or a count "3" meaning seeds 0, 1, 2."""
-    parts = [part.strip() for part in str(text).split(",") if part.strip()]
+    message = f"--seeds takes a count >= 1 (3) or a list of seeds (0,1,2), not {text!r}"
     try:
-        values = [int(part) for part in parts]
+        values = [int(part) for part in str(text).split(",") if part.strip()]
     except ValueError:
-        raise ValueError(f"--seeds takes a count (3) or a list of seeds (0,1,2), not {text!r}") from None
+        raise ValueError(message) from None
     if not values or min(values) < 0:
-        raise ValueError(f"--seeds takes a count (3) or a list of seeds (0,1,2), not {text!r}")
-    if len(values) == 1 and "," not in str(text):
-        return list(range(values[0])) if values[0] > 0 else _no_seeds(text)
+        raise ValueError(message)
+    if "," not in str(text):  # a count
+        if values[0] < 1:
+            raise ValueError(message)
+        return list(range(values[0]))
     if len(set(values)) != len(values):
         raise ValueError(f"--seeds lists a seed twice: {text!r}")
     return values
-
-
-def _no_seeds(text: str) -> list[int]:
-    raise ValueError(f"--seeds {text!r} asks for no runs; give a count >= 1 or a list of seeds")
 
 
 def over_seeds(configs: list[TrainConfig], seeds: list[int] | None) -> list[TrainConfig]:

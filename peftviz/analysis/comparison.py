@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from peftviz import estimators, stats
+from peftviz.analysis.calibration import resolve
 from peftviz.runs import Group, Run, RunError, group_runs
 from peftviz.tables import format_table
 
@@ -62,12 +63,7 @@ def check_metrics(metrics) -> tuple[str, ...]:
 
 def predictions(run: Run, which: int | str) -> tuple[np.ndarray, np.ndarray]:
     """The predictions a comparison judges: "test", or an epoch's validation (the last one if fewer)."""
-    if isinstance(which, str):
-        return run.predictions(which)
-    epochs = [int(m["epoch"]) for m in run.metrics]
-    if not epochs:
-        raise RunError(f"run {run.name} has no finished epochs")
-    return run.predictions(max([e for e in epochs if e <= which], default=min(epochs)))
+    return run.predictions(resolve(run, which))
 
 
 def run_estimates(run: Run, settings: Settings, metrics) -> dict[str, estimators.Estimate]:
@@ -76,11 +72,6 @@ def run_estimates(run: Run, settings: Settings, metrics) -> dict[str, estimators
     return estimators.estimate_all(
         probs, labels, settings.n_bins, settings.scheme, settings.n_resamples, settings.level, settings.seed, metrics
     )
-
-
-def unit_name(group: Group, names: dict[str, str] | None = None) -> str:
-    """The unit's label; `names` maps a group key to a unique display name when labels repeat."""
-    return (names or {}).get(group.key, group.label)
 
 
 def unique_names(groups: list[Group]) -> dict[str, str]:
@@ -120,22 +111,27 @@ def summary_table(groups: list[Group], estimates: dict[str, dict], metrics, leve
 # ---------------------------------------------------------------- one row per pair of units and metric
 
 
-def _same_examples(a: Run, b: Run, settings: Settings) -> bool:
+def _check_same_examples(a: Run, b: Run, settings: Settings) -> int:
+    """The number of examples two runs were judged on; RunError unless they are the same examples."""
     labels_a, labels_b = predictions(a, settings.which)[1], predictions(b, settings.which)[1]
-    return labels_a.shape == labels_b.shape and bool(np.all(labels_a == labels_b))
+    if labels_a.shape != labels_b.shape or not np.all(labels_a == labels_b):
+        raise RunError(f"runs {a.name} and {b.name} were not evaluated on the same examples")
+    return len(labels_a)
 
 
-def _difference(a: Group, b: Group, metric: str, estimates: dict[str, dict], settings: Settings) -> stats.Difference:
+def _differences(a: Group, b: Group, metrics, estimates: dict[str, dict], settings: Settings) -> list[stats.Difference]:
+    """A − B for each metric: paired bootstrap for two single runs, t-tests over seeds for groups."""
     if len(a.runs) == 1 and len(b.runs) == 1:
         run_a, run_b = a.runs[0], b.runs[0]
-        if not _same_examples(run_a, run_b, settings):
-            raise RunError(f"runs {run_a.name} and {run_b.name} were not evaluated on the same examples")
-        ea, eb = estimates[run_a.name][metric], estimates[run_b.name][metric]
-        n_examples = len(predictions(run_a, settings.which)[1])
-        return stats.paired_bootstrap_from_samples(ea.value, eb.value, ea.samples, eb.samples, settings.level, n_examples)
-    values_a = [estimates[run.name][metric].value for run in a.runs]
-    values_b = [estimates[run.name][metric].value for run in b.runs]
-    return stats.group_difference(values_a, values_b, a.seeds, b.seeds, settings.level)
+        n_examples = _check_same_examples(run_a, run_b, settings)
+        pairs = [(estimates[run_a.name][metric], estimates[run_b.name][metric]) for metric in metrics]
+        return [stats.paired_bootstrap_from_samples(ea.value, eb.value, ea.samples, eb.samples, settings.level,
+                                                    n_examples) for ea, eb in pairs]  # fmt: skip
+    return [
+        stats.group_difference([estimates[run.name][metric].value for run in a.runs],
+                               [estimates[run.name][metric].value for run in b.runs], a.seeds, b.seeds, settings.level)
+        for metric in metrics
+    ]  # fmt: skip
 
 
 def pairwise_table(groups: list[Group], estimates: dict[str, dict], metrics, settings: Settings) -> pd.DataFrame:
@@ -143,8 +139,7 @@ def pairwise_table(groups: list[Group], estimates: dict[str, dict], metrics, set
     names = unique_names(groups)
     rows = []
     for a, b in combinations(groups, 2):
-        for metric in metrics:
-            diff = _difference(a, b, metric, estimates, settings)
+        for metric, diff in zip(metrics, _differences(a, b, metrics, estimates, settings)):
             rows.append({"a": names[a.key], "b": names[b.key], "metric": metric, "difference": diff.estimate,
                          "low": diff.low, "high": diff.high, "p": diff.p_value, "test": diff.method, "n": diff.n})  # fmt: skip
     table = pd.DataFrame(rows, columns=[c for c in PAIR_COLUMNS if c not in ("p_holm", "significant")])
