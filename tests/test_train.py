@@ -78,8 +78,8 @@ def test_four_heads_start_from_the_one_head_run_and_report_averaging(smoke_runs)
 def test_progress_events_cover_every_batch_and_epoch(smoke_runs):
     _, runs, events = smoke_runs
     done = [e for e in events if e.phase == "done"]
-    assert [e.run for e in done] == [run.label for run in runs]
-    train_events = [e for e in events if e.phase == "train" and e.run == "fine-tuning" and e.epoch == 1]
+    assert [e.run for e in done] == [f"{run.label} · seed 0" for run in runs]
+    train_events = [e for e in events if e.phase == "train" and e.run == "fine-tuning · seed 0" and e.epoch == 1]
     assert [e.batch for e in train_events] == list(range(1, train_events[0].batches + 1))
 
 
@@ -191,8 +191,9 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 def test_cli_runs_lists_the_store(smoke_runs, capsys):
     store, runs, _ = smoke_runs
     assert main(["runs", "--runs-dir", str(store)]) == 0
-    table = capsys.readouterr().out
-    assert all(run.name in table for run in runs) and table.count("| complete |") == len(runs)
+    runs_table, groups_table = capsys.readouterr().out.split("Groups (runs that differ only in the training seed)")
+    assert all(run.name in runs_table for run in runs) and runs_table.count("| complete |") == len(runs)
+    assert groups_table.count("| 0 | 1 |") == len(runs)  # one group per run: seeds "0", one complete run each
 
 
 def test_cuda_is_picked_when_present(monkeypatch):
