@@ -11,7 +11,6 @@ from peftviz.figures import calibration as figures
 from peftviz.runs import Group, RunError, group_runs, run_signature
 
 MAX_DEFAULT_UNITS = 6
-RESAMPLE_CHOICES = (200, 1000)  # 200: a readable band in seconds; 1000: the report's precision
 
 appkit.page(
     "Calibration",
@@ -114,7 +113,7 @@ n_bins = middle.slider("Number of bins", 5, 30, 10, key="calibration_bins")
 max_epoch = max(max(analysis.finished_epochs(run)) for run in runs)
 epoch = right.slider("Epoch", 1, max_epoch, max_epoch, key="calibration_epoch") if max_epoch > 1 else 1
 right.caption("Runs with fewer finished epochs show their last one.")
-n_resamples = far.radio("Bootstrap resamples", RESAMPLE_CHOICES, horizontal=True,
+n_resamples = far.radio("Bootstrap resamples", cmp.RESAMPLE_CHOICES, horizontal=True,
                         help="Resamples of the examples behind every interval; seeded, so numbers repeat.",
                         key="calibration_resamples")  # fmt: skip
 keys = {run.name: (str(run.path), run_signature(run.path)) for run in runs}

@@ -162,6 +162,15 @@ def bars(spec: dict, name: str) -> list[dict]:
     return [trace for trace in spec["data"] if trace.get("name") == name]
 
 
+@pytest.fixture(autouse=True)
+def few_resamples(monkeypatch):
+    """Pages bootstrap every estimator of every run (smooth ECE costs ~7 ms a resample): 20 keep tests quick."""
+    from peftviz.analysis import comparison
+
+    monkeypatch.setattr(comparison, "RESAMPLE_CHOICES", (20, 1000))
+    return 20
+
+
 @pytest.fixture
 def page(app_store):
     return AppTest.from_file(PAGE, default_timeout=300).run()
@@ -216,12 +225,12 @@ def test_page_follows_its_widgets(page):
     assert len(table(page, "unit")) == 2
 
 
-def test_the_comparison_table_of_single_runs_shows_each_runs_bootstrap_interval(page, app_store):
+def test_the_comparison_table_of_single_runs_shows_each_runs_bootstrap_interval(page, few_resamples):
     summary = table(page, "unit")
     runs = {analysis.display_names(list_runs())[run.name]: run for run in list_runs()}
     for _, row in summary.iterrows():
         probs, labels = runs[row["unit"]].predictions("test")
-        expected = estimators.estimate_all(probs, labels, 10, "width", 200, 0.95, 0, ["ece"])["ece"]
+        expected = estimators.estimate_all(probs, labels, 10, "width", few_resamples, 0.95, 0, ["ece"])["ece"]
         assert row["ece"] == f"{expected.value:.4f} [{expected.low:.4f}, {expected.high:.4f}]"
 
 

@@ -37,6 +37,8 @@ from peftviz.analysis.calibration import resolve
 from peftviz.runs import Group, Run, RunError, group_runs
 from peftviz.tables import format_table
 
+# the Calibration page's choice of resamples: 200 gives a readable band in seconds; 1000 is the report's precision
+RESAMPLE_CHOICES = (200, 1000)
 SUMMARY_COLUMNS = ("unit", "method", "n", "seeds", "metric", "mean", "low", "high", "interval")
 PAIR_COLUMNS = ("a", "b", "metric", "difference", "low", "high", "p", "p_holm", "significant", "test", "n")
 
