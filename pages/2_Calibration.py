@@ -168,7 +168,8 @@ split = st.radio("Judge on", ["test (best epoch)", "validation (chosen epoch)"],
                  help="The best epoch is chosen on validation, so its validation numbers are optimistic.",
                  key="calibration_split")  # fmt: skip
 metrics = st.multiselect("Metrics", list(estimators.ESTIMATORS), default=list(estimators.DEFAULT_METRICS),
-                         format_func=lambda name: estimators.ESTIMATORS[name].heading, key="calibration_metrics")  # fmt: skip
+                         format_func=lambda name: estimators.ESTIMATORS[name].heading, key="calibration_metrics",
+                         help="None chosen: the defaults.") or list(estimators.DEFAULT_METRICS)  # fmt: skip
 settings = cmp.Settings("test" if split.startswith("test") else epoch, n_bins, scheme, n_resamples)
 judged = units if settings.which != "test" else [u for u in units if all(analysis.has_predictions(r, "test") for r in u.runs)]
 if len(judged) < len(units):
@@ -212,7 +213,7 @@ if with_test:
         appkit.show_error(err)
     else:
         st.dataframe(analysis.recalibration_wide(table), hide_index=True, key="recalibration-table")
-        appkit.chart(figures.temperature_figure(result), "recalibration")
+        appkit.chart(figures.recalibration_figure(result), "recalibration")
         st.caption(
             f"Each map is fitted on the validation predictions of epoch {result.fitted_on_epoch}, the best epoch, "
             "and judged on that epoch's test predictions. Temperature scaling divides every log-probability by one "

@@ -128,9 +128,9 @@ def test_ece_figure_has_a_band_and_a_line_per_run(runs):
     assert "10 equal-width bins" in fig.layout.title.text and "20 resamples" in fig.layout.title.text
 
 
-def test_temperature_figure_shows_before_and_after(run):
+def test_recalibration_figure_shows_before_and_after(run):
     result = analysis.temperature_scaling(run, 10, "width")
-    fig = figures.temperature_figure(result)
+    fig = figures.recalibration_figure(result)
     assert len(fig.data) == 8
     assert nan_equal(fig.data[0].y, result.before_bins["accuracy"])
     assert nan_equal(fig.data[4].y, result.after_bins["accuracy"])
@@ -223,6 +223,12 @@ def test_page_follows_its_widgets(page):
     assert not page.exception and not page.error
     assert len(charts(page)["reliability"]) == 2 and len(charts(page)["ece"][0]["data"]) == 6
     assert len(table(page, "unit")) == 2
+
+
+def test_no_metric_chosen_means_the_default_metrics(page):
+    page.multiselect(key="calibration_metrics").set_value([]).run()
+    assert not page.exception and not page.error
+    assert list(table(page, "unit").columns) == ["unit", "seeds", *estimators.DEFAULT_METRICS]
 
 
 def test_the_comparison_table_of_single_runs_shows_each_runs_bootstrap_interval(page, few_resamples):

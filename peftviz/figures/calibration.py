@@ -93,7 +93,7 @@ def reliability_figure(table: pd.DataFrame) -> go.Figure:
     return _diagram_layout(fig, title, 1)
 
 
-def temperature_figure(result: Recalibration) -> go.Figure:
+def recalibration_figure(result: Recalibration) -> go.Figure:
     """Test-set reliability diagrams side by side: as trained and recalibrated (e.g. with the fitted T)."""
     titles = [  # two titles for a 2x2 grid: they go to the top row
         f"before ({'T = 1' if result.temperature is not None else 'as trained'}): ECE {result.before['ece']:.4f}",
