@@ -35,8 +35,7 @@ def page(title: str, explanation: str) -> None:
 def chart(fig, key: str, where=st, data=None) -> None:
     """Draw a plotly figure with its toolbar set to save SVG or PNG, and a CSV of its numbers below it:
     `data` when given (a DataFrame richer than what is drawn, e.g. per-bin tables), else the traces."""
-    title = (fig.layout.title.text or key).split("<br>")[0]
-    name = file_stem(f"{title} {key}" if fig.layout.title.text else key)
+    name = file_stem(f"{(fig.layout.title.text or '').split('<br>')[0]} {key}")  # the title's first line, then the key
     where.plotly_chart(fig, key=key, config=toolbar_config(name, st.session_state.get(IMAGE_FORMAT_KEY, "svg")))
     where.download_button(
         "CSV", (figure_table(fig) if data is None else data).to_csv(index=False), file_name=f"{name}.csv", mime="text/csv",

@@ -167,15 +167,21 @@ def t_interval(values, level: float = LEVEL) -> tuple[float, float, float]:
 
     With one value there is no spread to estimate: (v, nan, nan).
     """
-    from scipy import stats as scipy_stats
-
     values = _check_values(values, "values")
     check_level(level)
     mean = float(values.mean())
     if values.size < 2:
         return mean, float("nan"), float("nan")
-    half = scipy_stats.t.ppf((1.0 + level) / 2.0, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size)
-    return mean, float(mean - half), float(mean + half)
+    half = float(t_half_width(values, level))
+    return mean, mean - half, mean + half
+
+
+def t_half_width(values: np.ndarray, level: float = LEVEL) -> np.ndarray:
+    """t_{(1+level)/2, n-1} · s / √n over axis 0 of (n, ...) values with n >= 2: one half-width per column."""
+    from scipy import stats as scipy_stats
+
+    n = values.shape[0]
+    return scipy_stats.t.ppf((1.0 + level) / 2.0, n - 1) * values.std(axis=0, ddof=1) / np.sqrt(n)
 
 
 def _by_seed(values: np.ndarray, seeds, name: str) -> dict:

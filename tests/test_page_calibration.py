@@ -73,7 +73,7 @@ def test_ece_over_epochs_has_one_row_per_epoch_with_its_bootstrap_interval(run):
 
 def test_temperature_scaling_fits_on_validation_and_does_not_hurt_test_nll(runs):
     for run in runs:
-        result = analysis.temperature_scaling(run, 10, "width")
+        result = analysis.recalibration_bins(run, "temperature", 10, "width")
         assert result.temperature > 0 and result.fitted_on_epoch == run.best_epoch
         assert result.after["nll"] <= result.before["nll"] + 0.05  # fitted elsewhere, so not a strict minimum
         assert result.after["accuracy"] == result.before["accuracy"]  # one T never changes the argmax
@@ -129,7 +129,7 @@ def test_ece_figure_has_a_band_and_a_line_per_run(runs):
 
 
 def test_recalibration_figure_shows_before_and_after(run):
-    result = analysis.temperature_scaling(run, 10, "width")
+    result = analysis.recalibration_bins(run, "temperature", 10, "width")
     fig = figures.recalibration_figure(result)
     assert len(fig.data) == 8
     assert nan_equal(fig.data[0].y, result.before_bins["accuracy"])
@@ -269,7 +269,7 @@ def test_page_shows_unfinished_runs_and_skips_corrupt_ones(mixed_store):
     _, killed = mixed_store
     assert killed.status == "incomplete"
     with pytest.raises(RunError):
-        analysis.temperature_scaling(killed)
+        analysis.recalibration_bins(killed, "temperature")
 
     at = AppTest.from_file(PAGE, default_timeout=300).run()
     assert not at.exception and not at.error

@@ -154,15 +154,13 @@ def _validation_and_test(run: Run) -> tuple[int, tuple, tuple]:
     return best, run.predictions(best), run.predictions("test")
 
 
-def _recalibrated_test(run: Run, method: str):
-    """(fitted map or None, test probs after it, test labels, best epoch, N validation)."""
-    best, (val_probs, val_labels), (test_probs, test_labels) = _validation_and_test(run)
+def _fit_map(method: str, val_probs, val_labels):
+    """The recalibration map `method` fitted on validation; None for "none" (the predictions as trained)."""
     if method == "none":
-        return None, test_probs, test_labels, best, len(val_labels)
+        return None
     if method not in recalibration.RECALIBRATORS:
         raise ValueError(f"unknown recalibration {method!r}; choose one of {', '.join(RECALIBRATION_NAMES)}")
-    fitted = recalibration.RECALIBRATORS[method].fit(val_probs, val_labels)
-    return fitted, fitted.transform(test_probs), test_labels, best, len(val_labels)
+    return recalibration.RECALIBRATORS[method].fit(val_probs, val_labels)
 
 
 def recalibration_bins(run: Run, method: str, n_bins: int = 10, scheme: str = "width", name: str = "") -> Recalibration:
@@ -171,8 +169,9 @@ def recalibration_bins(run: Run, method: str, n_bins: int = 10, scheme: str = "w
     The stored test predictions come from the best epoch's model, so the map is fitted on that same
     epoch. Raises RunError for a run without test predictions (e.g. one that did not finish).
     """
-    fitted, after, labels, best, n_validation = _recalibrated_test(run, method)
-    before = run.predictions("test")[0]
+    best, (val_probs, val_labels), (before, labels) = _validation_and_test(run)
+    fitted = _fit_map(method, val_probs, val_labels)
+    after = before if fitted is None else fitted.transform(before)
     temperature = getattr(fitted, "temperature", None)
     label = f"T = {temperature:.3g}" if temperature is not None else RECALIBRATION_NAMES[method]
     name = name or run.label
@@ -180,18 +179,13 @@ def recalibration_bins(run: Run, method: str, n_bins: int = 10, scheme: str = "w
         method=method,
         label=label,
         fitted_on_epoch=best,
-        n_validation=n_validation,
+        n_validation=len(val_labels),
         before=calibration.summary(before, labels, n_bins, scheme),
         after=calibration.summary(after, labels, n_bins, scheme),
         before_bins=bins_frame(before, labels, n_bins, scheme, name, "test"),
         after_bins=bins_frame(after, labels, n_bins, scheme, f"{name} ({label})", "test"),
         temperature=temperature,
     )
-
-
-def temperature_scaling(run: Run, n_bins: int = 10, scheme: str = "width", name: str = "") -> Recalibration:
-    """`recalibration_bins` with temperature scaling (Guo et al. 2017)."""
-    return recalibration_bins(run, "temperature", n_bins, scheme, name)
 
 
 def recalibration_estimates(run: Run, settings, metrics) -> pd.DataFrame:
@@ -201,9 +195,11 @@ def recalibration_estimates(run: Run, settings, metrics) -> pd.DataFrame:
     `which` is ignored: recalibration is always judged on test). All maps share one set of
     resampled test examples, so their intervals are paired.
     """
+    _, (val_probs, val_labels), (test_probs, labels) = _validation_and_test(run)
     rows = []
     for method, heading in RECALIBRATION_NAMES.items():
-        _, probs, labels, _, _ = _recalibrated_test(run, method)
+        fitted = _fit_map(method, val_probs, val_labels)
+        probs = test_probs if fitted is None else fitted.transform(test_probs)
         found = estimators.estimate_all(probs, labels, settings.n_bins, settings.scheme, settings.n_resamples,
                                         settings.level, settings.seed, metrics)  # fmt: skip
         rows += [{"map": heading, "metric": metric, "value": e.value, "low": e.low, "high": e.high}
@@ -227,8 +223,7 @@ def group_ece_over_epochs(group: Group, n_bins: int = 10, scheme: str = "width",
                           level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
     """One row per epoch that every seed finished: the mean ECE over seeds and its t-interval
     (columns as `ece_over_epochs`, plus `n`, `members` (each seed's ECE) and `seeds`, in seed order)."""
-    per_seed = [{m["epoch"]: m for m in run.metrics} for run in group.runs]
-    common = sorted(set.intersection(*(set(epochs) for epochs in per_seed)))
+    common = sorted(set.intersection(*(set(finished_epochs(run)) for run in group.runs)))
     rows = []
     for epoch in common:
         values = [calibration.ece(*run.predictions(epoch), n_bins, scheme) for run in group.runs]
@@ -246,13 +241,11 @@ def smooth_diagram(run: Run, which: Which, n_resamples: int = 200, seed: int = 0
 def group_mean_curve(diagrams: list[SmoothDiagram], level: float = stats.LEVEL) -> SmoothDiagram:
     """The seeds' smoothed curves averaged pointwise, banded by the t-interval of that mean; the density
     and smooth ECE averaged too. One seed: its own curve and bootstrap band."""
-    from scipy import stats as scipy_stats
-
     if len(diagrams) == 1:
         return diagrams[0]
     curves = np.stack([d.curve for d in diagrams])  # (seeds, mesh)
     mean = curves.mean(axis=0)
-    half = scipy_stats.t.ppf(0.5 + level / 2, len(diagrams) - 1) * curves.std(axis=0, ddof=1) / np.sqrt(len(diagrams))
+    half = stats.t_half_width(curves, level)  # (mesh,)
     return replace(diagrams[0], curve=mean, lower=mean - half, upper=mean + half,
                    density=np.mean([d.density for d in diagrams], axis=0),
                    smooth_ece=float(np.mean([d.smooth_ece for d in diagrams])))  # fmt: skip
