@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from peftviz import METHODS, build_classifier, load_encoder  # noqa: E402
 from peftviz.longformer import LongEncoder  # noqa: E402
-from peftviz.train import pick_device  # noqa: E402
+from peftviz.inference import pick_device  # noqa: E402
 
 PREFIX_LENGTH = 8  # the paper's j
 

@@ -3,16 +3,17 @@
 import streamlit as st
 
 from peftviz import appkit
-from peftviz.config import comparison, over_seeds
+from peftviz.config import METHOD_SETS, PRESETS, comparison, over_seeds
 from peftviz.methods import describe_methods
 from peftviz.runs import group_row, group_runs, run_row, store_dir
 
 appkit.page(
     "peftviz",
     "peftviz shows how parameter-efficient tuning changes a transformer text classifier. "
-    "It trains, or loads from `cache/`, classifiers tuned with prefix-tuning, prefix-propagation (and its "
-    "kernel form), the tiny-attention adapter and full fine-tuning. The pages then show how well calibrated each "
-    "method is, epoch by epoch, and where its attention goes.",
+    "It trains, or loads from `cache/`, classifiers tuned with the methods of two papers (Prefix-Propagation with "
+    "its kernel form, and the Tiny-Attention adapter), the methods they improve on, and the baselines people use "
+    "(listed at the bottom). The pages then show how well calibrated each method is, epoch by epoch, and where "
+    "its attention goes.",
 )
 
 runs = appkit.runs()
@@ -40,17 +41,20 @@ else:
     st.info(f"No runs in `{store_dir()}` yet.")
 
 with st.expander("Train the quick comparison", expanded=not runs):
+    with_baselines = st.toggle("With the baselines", help="the papers' methods, or those and the baselines too")
+    configs = comparison("quick", METHOD_SETS[1] if with_baselines else METHOD_SETS[0])
+    quick = PRESETS["quick"]
     st.markdown(
-        "Six runs on the offline MiniLM and bbc-news (1,000 training documents, 64 tokens, 3 epochs): "
-        "fine-tuning, prefix-tuning, prefix-propagation, its kernel form, and tiny-attention with 1 and "
-        "4 heads. About 10 minutes per seed on 2 CPU cores."
+        f"{len(configs)} runs on the offline MiniLM and bbc-news ({quick['limit']:,} training documents, "
+        f"{quick['max_length']} tokens, {quick['epochs']} epochs): {', '.join(config.name for config in configs)}. "
+        "About 1 to 2 minutes per run on 2 CPU cores."
     )
     n_seeds = int(st.number_input(
         "Training seeds", 1, 10, 1, help="each method once per seed (0, 1, …) on the same split; with two or more "
         "seeds the Calibration page shows each method's mean with an interval and which differences are significant",
     ))  # fmt: skip
     if st.button("Train the quick comparison", type="primary", disabled=appkit.training_now()):
-        appkit.job_manager().start(over_seeds(comparison("quick"), list(range(n_seeds))), store_dir())
+        appkit.job_manager().start(over_seeds(configs, list(range(n_seeds))), store_dir())
 appkit.job_panel()
 
 with st.expander("The methods"):

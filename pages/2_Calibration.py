@@ -8,7 +8,7 @@ from peftviz import appkit, estimators
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import comparison as cmp
 from peftviz.figures import calibration as figures
-from peftviz.runs import Group, RunError, group_runs, run_signature
+from peftviz.runs import Group, RunError, group_runs
 
 MAX_DEFAULT_UNITS = 6
 
@@ -26,28 +26,10 @@ appkit.page(
 )
 
 
-# cache_resource, not cache_data: results are shared, never pickled. Runs are not hashed (leading
-# underscore): `key`, the run folders and their signatures, stands for them and changes with every epoch.
-@st.cache_resource(show_spinner=False, max_entries=512)
-def reliability(_run, key, epoch, n_bins, scheme, name):
-    return analysis.reliability_table(_run, epoch, n_bins, scheme, name)
-
-
-@st.cache_resource(show_spinner=False, max_entries=256)
-def smooth(_run, key, epoch, n_resamples, band):
-    return analysis.smooth_diagram(_run, epoch, n_resamples, band=band)
-
-
-@st.cache_resource(show_spinner=False, max_entries=256)
-def ece_curve(_unit, key, n_bins, scheme, n_resamples, name):
-    if len(_unit.runs) == 1:
-        return analysis.ece_over_epochs(_unit.runs[0], n_bins, scheme, n_resamples, name)
-    return analysis.group_ece_over_epochs(_unit, n_bins, scheme, name)
-
-
-@st.cache_resource(show_spinner=False, max_entries=1024)
-def estimates(_run, key, settings, metrics):
-    return cmp.run_estimates(_run, settings, metrics)
+def ece_curve(unit: Group, n_bins, scheme, n_resamples, name):
+    if len(unit.runs) == 1:
+        return analysis.ece_over_epochs(unit.runs[0], n_bins, scheme, n_resamples, name)
+    return analysis.group_ece_over_epochs(unit, n_bins, scheme, name)
 
 
 def comparison(units: list[Group], settings: cmp.Settings, metrics: tuple) -> cmp.Comparison:
@@ -57,23 +39,9 @@ def comparison(units: list[Group], settings: cmp.Settings, metrics: tuple) -> cm
     found = {}
     for done, run in enumerate(members):
         bar.progress(done / len(members), text=f"Estimating every metric with its interval: run {done + 1} of {len(members)}")
-        found[run.name] = estimates(run, (str(run.path), run_signature(run.path)), settings, metrics)
+        found[run.name] = appkit.per_run(cmp.run_estimates, run, settings, metrics)
     bar.empty()
     return cmp.compare_estimates(units, found, settings, metrics)
-
-
-@st.cache_resource(show_spinner=False, max_entries=64)
-def recalibrated(_run, key, settings, metrics):
-    return analysis.recalibration_estimates(_run, settings, metrics)
-
-
-@st.cache_resource(show_spinner=False, max_entries=64)
-def recalibration_bins(_run, key, name, n_bins, scheme):
-    return analysis.recalibration_bins(_run, name, n_bins, scheme)
-
-
-def signature(units: list[Group]) -> tuple:
-    return tuple((str(run.path), run_signature(run.path)) for unit in units for run in unit.runs)
 
 
 corrupt = [run for run in appkit.runs() if run.status == "corrupt"]
@@ -116,7 +84,6 @@ right.caption("Runs with fewer finished epochs show their last one.")
 n_resamples = far.radio("Bootstrap resamples", cmp.RESAMPLE_CHOICES, horizontal=True,
                         help="Resamples of the examples behind every interval; seeded, so numbers repeat.",
                         key="calibration_resamples")  # fmt: skip
-keys = {run.name: (str(run.path), run_signature(run.path)) for run in runs}
 
 # ---------------------------------------------------------------- diagrams
 st.subheader("Reliability diagrams")
@@ -125,8 +92,8 @@ if not as_groups:
     for run, cell in zip(runs, cells):
         with cell:
             try:
-                table = reliability(run, keys[run.name], epoch, n_bins, scheme, names[run.name])
-            except (RunError, ValueError) as err:
+                table = appkit.per_run(analysis.reliability_table, run, epoch, n_bins, scheme, names[run.name])
+            except appkit.PeftvizError as err:
                 appkit.show_error(err)
                 continue
             appkit.chart(figures.reliability_figure(table), f"reliability-{run.name}", data=table)
@@ -135,11 +102,12 @@ try:
     with st.spinner("Smoothing the reliability curves…"):
         curves = {  # a group is banded over its seeds, so its runs need no bootstrap band of their own
             names[unit.key]: analysis.group_mean_curve(
-                [smooth(run, keys[run.name], epoch, n_resamples, len(unit.runs) == 1) for run in unit.runs]
+                [appkit.per_run(analysis.smooth_diagram, run, epoch, n_resamples, 0, len(unit.runs) == 1)
+                 for run in unit.runs]
             )
             for unit in units
         }
-except (RunError, ValueError) as err:
+except appkit.PeftvizError as err:
     appkit.show_error(err)
 else:
     band = f"95% bootstrap over {n_resamples} resamples of the examples"
@@ -154,8 +122,8 @@ st.subheader("ECE over epochs")
 frames = []
 for unit in units:
     try:
-        frames.append(ece_curve(unit, signature([unit]), n_bins, scheme, n_resamples, names[unit.key]))
-    except (RunError, ValueError) as err:
+        frames.append(appkit.per_run(ece_curve, unit, n_bins, scheme, n_resamples, names[unit.key]))
+    except appkit.PeftvizError as err:
         appkit.show_error(err)
 if frames:
     band = ("95% t-interval of the mean over seeds (dotted: each seed)" if as_groups
@@ -179,7 +147,7 @@ try:
     if not judged:
         raise RunError("none of the chosen runs has finished: judge on validation instead")
     result = comparison(judged, settings, tuple(metrics))
-except (RunError, ValueError) as err:
+except appkit.PeftvizError as err:
     appkit.show_error(err)
 else:
     st.dataframe(cmp.wide_summary(result), hide_index=True, key="comparison-summary")
@@ -205,11 +173,11 @@ if with_test:
     run = st.selectbox("Run", with_test, format_func=lambda r: run_names[r.name], key="recalibration_run")
     settings = cmp.Settings("test", n_bins, scheme, n_resamples)
     try:
-        table = recalibrated(run, keys[run.name], settings, tuple(metrics))
+        table = appkit.per_run(analysis.recalibration_estimates, run, settings, tuple(metrics))
         method = st.radio("Diagram", list(analysis.RECALIBRATION_NAMES)[1:], horizontal=True,
                           format_func=analysis.RECALIBRATION_NAMES.get, key="recalibration_map")  # fmt: skip
-        result = recalibration_bins(run, keys[run.name], method, n_bins, scheme)
-    except (RunError, ValueError) as err:
+        result = appkit.per_run(analysis.recalibration_bins, run, method, n_bins, scheme)
+    except appkit.PeftvizError as err:
         appkit.show_error(err)
     else:
         st.dataframe(analysis.recalibration_wide(table), hide_index=True, key="recalibration-table")

@@ -4,8 +4,8 @@ import streamlit as st
 
 from peftviz import appkit
 from peftviz.analysis import attention as analysis
+from peftviz.errors import DataError
 from peftviz.figures import attention as figures
-from peftviz.runs import run_signature
 
 CONTEXT = 32  # key tokens shown either side of the query window
 
@@ -13,21 +13,16 @@ appkit.page(
     "Attention",
     "With prefix methods every query also attends to learned prefix keys. Its softmax mass on them is "
     r"$\lambda(C) = \sum_{k \in P} e^{q \cdot k/\sqrt{d}} \,/\, \sum_{k} e^{q \cdot k/\sqrt{d}}$ "
-    "(prefix-propagation paper, eq. 6): how much of the token's new state comes from the prefixes. "
+    "(Li et al. 2023, eq. 6): how much of the token's new state comes from the prefixes. "
     "The grid averages λ(C) over one document's tokens for every layer and head; below it, one head's weights "
-    "for a window of tokens and, for prefix-propagation, what the prefix positions themselves read.",
+    "for a window of tokens and, where the prefixes are positions of their own, what those positions read.",
 )
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def validation_split(dataset: str, data_seed: int, limit: int | None, _run) -> tuple[list[str], list[int]]:
-    return analysis.validation_split(_run)
-
-
-# 512 tokens on MiniLM: ~80 MB each; 2048 tokens on the long MiniLM (banded): ~160 MB
-@st.cache_resource(show_spinner="Reading the document's attention…", max_entries=4)
-def document_attention(run_path: str, signature: tuple, text: str, _model, _tokenizer, _max_length):
-    return analysis.document_attention(_model, _tokenizer, text, _max_length)
+def document_attention(run, text: str):
+    """The run's recorded attention on `text`: 512 tokens on MiniLM ~80 MB; 2048 on the long MiniLM ~160 MB."""
+    model, tokenizer = appkit.trained_model(run)
+    return analysis.document_attention(model, tokenizer, text, run.config.max_length)
 
 
 def first_words(text: str, n: int = 10) -> str:
@@ -36,17 +31,17 @@ def first_words(text: str, n: int = 10) -> str:
 
 
 # runs with prefix keys first: they are what this page is about
-by_prefix_first = sorted(appkit.runs(usable_only=True), key=lambda run: "prefix" not in run.config["method"])
+by_prefix_first = sorted(appkit.runs(usable_only=True), key=lambda run: not run.method_class.prefix_keys)
 run = appkit.pick_run("Run", by_prefix_first, key="attention_run")
 if run is None:
     st.stop()
 config = run.config
 try:
     model, tokenizer = appkit.trained_model(run)
-    texts, labels = validation_split(config["dataset"], run.data_seed, config.get("limit"), run)
+    texts, labels = appkit.per_run(analysis.validation_split, run)
     if not texts:
-        raise ValueError(f"the validation split of {config['dataset']} is empty")
-    names = config.get("label_names") or [str(i) for i in range(model.num_labels)]
+        raise DataError(f"the validation split of {config.dataset} is empty")
+    names = run.label_names or [str(i) for i in range(model.num_labels)]
     if st.radio("Document", ["from the validation split", "your own text"], horizontal=True) == "your own text":
         text, gold = st.text_area("Text", height=120, placeholder="Paste a document"), None
         if not text.strip():
@@ -57,28 +52,28 @@ try:
             "Validation document", range(len(texts)), format_func=lambda i: f"{i} · {first_words(texts[i])}"
         )
         text, gold = texts[index], names[labels[index]]
-    doc = document_attention(str(run.path), run_signature(run.path), text, model, tokenizer, config["max_length"])
-except (ValueError, OSError, KeyError, RuntimeError, IndexError) as err:
+    doc = appkit.per_run(document_attention, run, text, spinner="Reading the document's attention…", heavy=True)
+except appkit.PeftvizError as err:
     appkit.show_error(err)
     st.stop()
 
 predicted = int(doc.probs.argmax())
 st.caption(
-    f"{doc.n_tokens} tokens (max_length {config['max_length']}) · gold: {gold or 'unknown'} · "
+    f"{doc.n_tokens} tokens (max_length {config.max_length}) · gold: {gold or 'unknown'} · "
     f"predicted: {names[predicted]} ({doc.probs[predicted]:.2f}) · {doc.n_prefix_keys} prefix keys"
 )
 if doc.local_window:
     st.caption(f"Longformer: a token reads the global tokens (prefix positions and the first token) and the "
                f"{doc.local_window} tokens on either side of it; weights outside that window are 0.")  # fmt: skip
+if run.method_class.attention_note:
+    st.caption(run.method_class.attention_note)
 if doc.n_prefix_keys:
-    if config["method"] == "kernel-prefix-propagation":
-        st.caption("Kernel form: weights are mixing weights summing to 1 + α; λ is the prefix share, prefix / sum.")
     left, right = st.columns(2)
     appkit.chart(figures.prefix_mass_grid_figure(analysis.prefix_mass_grid(doc)), "grid", left)
     appkit.chart(figures.prefix_mass_profile_figure(analysis.prefix_mass_profile(doc)), "profile", right)
 else:
-    adapter = " (the tiny-attention adapter's weights are not recorded)" if "tiny" in config["method"] else ""
-    st.info(f"{run.label} has no prefix keys: queries read only the text. Below, the encoder's attention{adapter}.")
+    st.info(f"{run.label} has no prefix keys: queries read only the text, so λ(C) does not apply. Below, the "
+            "encoder's attention.")  # fmt: skip
 
 cols = st.columns(4)
 layer = cols[0].selectbox("Layer", range(doc.n_layers), format_func=lambda i: f"layer {i + 1}")

@@ -1,15 +1,11 @@
 """Kernel page: λ(C) of a prefix-propagation run, and what fixing it to α does (eq. 3)."""
 
-from pathlib import Path
-
 import streamlit as st
 
 from peftviz import appkit
 from peftviz.analysis import kernel
 from peftviz.figures import kernel as figures
-from peftviz.runs import Run, RunError, load_run, store_dir
-
-LOAD_ERRORS = (RunError, ValueError, OSError)  # bad run folders, models, data: one line, no traceback
+from peftviz.runs import Run, store_dir
 
 appkit.page(
     "Kernel",
@@ -24,29 +20,19 @@ st.latex(
 )
 
 
-@st.cache_resource(show_spinner="Computing λ(C) on 16 validation documents…", max_entries=8)
-def lambda_rows(run_path: str, params_stamp: int) -> list[dict]:
-    """Quantile rows of λ(C) for a run; recomputed when its parameters change."""
-    run = load_run(Path(run_path))
+def lambda_rows(run: Run) -> list[dict]:
+    """Quantile rows of λ(C) for a run."""
     model, tokenizer = appkit.trained_model(run)
     return kernel.lambda_summary(kernel.run_lambda_distribution(run, model, tokenizer))
-
-
-def trained_alpha(run: Run) -> float | None:
-    """The fixed α a kernel run trained with (None for prefix-propagation and trainable α)."""
-    if run.config.get("method") != kernel.KERNEL:
-        return None
-    options = kernel.kernel_config(run)
-    return None if options.alpha_trainable else options.alpha
 
 
 def show_lambda(run: Run) -> None:
     st.subheader("λ(C): the share of attention on the prefixes")
     per_head = st.toggle("One box per head", key="kernel_per_head")
     try:
-        rows = lambda_rows(str(run.path), run.params_path.stat().st_mtime_ns)
-        alpha = trained_alpha(run)
-    except LOAD_ERRORS as err:
+        rows = appkit.per_run(lambda_rows, run, spinner=f"Computing λ(C) on {kernel.N_LAMBDA_DOCS} validation documents…")
+        alpha = kernel.fixed_alpha(run)
+    except appkit.PeftvizError as err:
         appkit.show_error(err)
         return
     appkit.chart(figures.lambda_figure(rows, per_head, alpha), "kernel_lambda")
@@ -74,7 +60,7 @@ def sweep_rows(run: Run) -> list[dict] | None:
 
     try:
         return kernel.alpha_sweep(run, progress=report)
-    except LOAD_ERRORS as err:
+    except appkit.PeftvizError as err:
         appkit.show_error(err)
         return None
     finally:
@@ -90,7 +76,7 @@ def show_alpha(run: Run | None, runs: list[Run]) -> None:
         return
     appkit.chart(figures.alpha_figure(sweep, trained, run.label if run else ""), "kernel_alpha")
     exact = kernel.exact_row(sweep or [])
-    if exact and run.config.get("method") == kernel.PROPAGATION:
+    if exact and kernel.alpha_free(run):
         stored = run.best_metrics.get("accuracy", float("nan"))
         st.caption(f"The dashed line, exact λ(C), is the run itself: accuracy {exact['accuracy']:.4f} "
                    f"(stored at its best epoch: {stored:.4f}).")  # fmt: skip
@@ -104,7 +90,7 @@ def show_alpha(run: Run | None, runs: list[Run]) -> None:
 def show_training() -> None:
     st.subheader("Train kernel runs at the paper's α grid")
     st.caption(
-        f"Trains kernel prefix-propagation at α ∈ {{{', '.join(f'{a:g}' for a in kernel.ALPHA_GRID)}}} "
+        f"Trains the kernel form at α ∈ {{{', '.join(f'{a:g}' for a in kernel.grid_alphas())}}} "
         "with the quick preset (MiniLM, bbc-news), one after another in the background: about 10 minutes "
         "on 2 CPU cores."
     )
@@ -114,6 +100,7 @@ def show_training() -> None:
 
 
 all_runs = appkit.runs(usable_only=True)
+appkit.not_applicable(all_runs, kernel.sweepable, "λ(C) and α weigh the prefix term of the attention, which they lack")
 picked = appkit.pick_run("Run", kernel.propagation_runs(all_runs), key="kernel_run")
 if picked is not None:
     show_lambda(picked)

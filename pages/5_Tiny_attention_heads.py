@@ -1,20 +1,17 @@
 """Tiny-attention heads page: each head's weights, the averaged head, and what averaging changed."""
 
-from pathlib import Path
-
 import streamlit as st
 
 from peftviz import appkit
 from peftviz.analysis import tiny_heads
 from peftviz.figures import tiny_heads as figures
-from peftviz.runs import Run, RunError, load_run, run_signature
+from peftviz.runs import Run
 
-LOAD_ERRORS = (RunError, ValueError, OSError, KeyError)  # bad run folders: one line, no traceback
 MATRIX_CHOICES = {"all four": tiny_heads.MATRICES} | {tiny_heads.SYMBOLS[m]: (m,) for m in tiny_heads.MATRICES}
 
 appkit.page(
     "Tiny-attention heads",
-    "The tiny-attention adapter adds M small attention heads of size D to every layer: head m reads the "
+    "The Tiny-Attention adapter adds M small attention heads of size D to every layer: head m reads the "
     "hidden states through its own W_Q, W_K, W_V (D × H) and writes back through its own output "
     "projection O⁽ᵐ⁾ (H × D), and the adapter adds Σ_m O⁽ᵐ⁾ z̃⁽ᵐ⁾. Parameter averaging (eqs. 5–8) "
     "replaces the heads after training by one head with the mean W_Q, W_K, W_V and output projection "
@@ -29,18 +26,9 @@ st.latex(
 )
 
 
-@st.cache_resource(show_spinner="Reading the adapters' weights…", max_entries=8)
-def cached_weights(run_path: str, signature: tuple) -> list[tiny_heads.HeadWeights]:
-    """Per layer, each head's matrices; read once per run until the store changes. Do not mutate."""
-    return tiny_heads.head_weights(load_run(Path(run_path)))
-
-
 def run_weights(run: Run) -> list[tiny_heads.HeadWeights]:
-    return cached_weights(str(run.path), run_signature(run.path))
-
-
-def tiny_attention_runs() -> list[Run]:
-    return [run for run in appkit.runs(usable_only=True) if run.config.get("method") == "tiny-attention"]
+    """Per layer, each head's matrices; read once per run until it changes. Do not mutate."""
+    return appkit.per_run(tiny_heads.head_weights, run, spinner="Reading the adapters' weights…")
 
 
 def show_heads(weights: tiny_heads.HeadWeights, layer: int, matrices: tuple[str, ...]) -> None:
@@ -67,7 +55,7 @@ def show_averaging(run: Run) -> None:
     st.subheader("Before and after averaging")
     try:
         table = tiny_heads.averaging_table(run)
-    except LOAD_ERRORS as err:
+    except appkit.PeftvizError as err:
         appkit.show_error(err)
         return
     st.caption(table.note)
@@ -83,7 +71,7 @@ def show_group_averaging(run: Run, runs: list[Run]) -> None:
     st.subheader(f"Before and after averaging, over {len(group.runs)} seeds ({', '.join(map(str, group.seeds))})")
     try:
         table = tiny_heads.group_averaging_table(group)
-    except LOAD_ERRORS as err:
+    except appkit.PeftvizError as err:
         appkit.show_error(err)
         return
     st.dataframe(table, hide_index=True, key="tiny_heads_group_table")
@@ -91,15 +79,17 @@ def show_group_averaging(run: Run, runs: list[Run]) -> None:
                "change: each seed's after − before, then averaged. One column per seed: its own value.")  # fmt: skip
 
 
-candidates = tiny_attention_runs()
+all_runs = appkit.runs(usable_only=True)
+appkit.not_applicable(all_runs, tiny_heads.applies, "they have no attention heads of their own to average")
+candidates = [run for run in all_runs if tiny_heads.applies(run)]
 if not candidates:
-    st.info("No tiny-attention runs in the store yet: train one on the Home or Train page.")
+    st.info("No runs with attention heads to average in the store yet: train one on the Home or Train page.")
     st.stop()
 run = st.selectbox("Tiny-attention run", candidates, format_func=appkit.run_label, key="tiny_heads_run",
                    help="Heads and similarity are per run; the members of a group differ in the seed.")  # fmt: skip
 try:
     layers = run_weights(run)
-except LOAD_ERRORS as err:
+except appkit.PeftvizError as err:
     appkit.show_error(err)
     st.stop()
 left, right = st.columns(2)

@@ -1,18 +1,29 @@
-"""peftviz: see how parameter-efficient tuning changes a transformer."""
+"""peftviz: see how parameter-efficient tuning changes a transformer.
 
-from peftviz import attention  # noqa: F401  (registers the "peftviz" attention implementation)
-from peftviz.backbones import DEFAULT_MODEL, ModelLoadError, load_encoder, tiny_encoder
-from peftviz.methods import METHODS, make_method
-from peftviz.model import ClassifierOutput, PeftClassifier, build_classifier
+The package imports lazily: `import peftviz`, `import peftviz.calibration` and `python -m peftviz
+--help` load no torch. The names below load their module on first use.
+"""
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "METHODS",
-    "ClassifierOutput",
-    "ModelLoadError",
-    "PeftClassifier",
-    "build_classifier",
-    "load_encoder",
-    "make_method",
-    "tiny_encoder",
-]
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "DEFAULT_MODEL": "peftviz.backbones",
+    "ModelLoadError": "peftviz.errors",
+    "PeftvizError": "peftviz.errors",
+    "load_encoder": "peftviz.backbones",
+    "tiny_encoder": "peftviz.backbones",
+    "METHODS": "peftviz.methods",
+    "make_method": "peftviz.methods",
+    "ClassifierOutput": "peftviz.model",
+    "PeftClassifier": "peftviz.model",
+    "build_classifier": "peftviz.model",
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'peftviz' has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)

@@ -1,7 +1,7 @@
 """Command line: python -m peftviz {train, compare, alpha-grid, runs}.
 
     python -m peftviz train --method prefix-propagation --dataset bbc-news --preset quick
-    python -m peftviz compare --preset quick
+    python -m peftviz compare --preset quick [--methods all]
     python -m peftviz alpha-grid --preset quick
     python -m peftviz runs
 Every TrainConfig field has a flag (--learning-rate 1e-3, --epochs 5, ...); method options are
@@ -16,10 +16,22 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from peftviz.config import PRESETS, TrainConfig, alpha_grid, comparison, over_seeds, parse_seeds, preset_config
+from peftviz.config import (
+    METHOD_SETS,
+    PRESETS,
+    TrainConfig,
+    alpha_grid,
+    comparison,
+    comparison_methods,
+    over_seeds,
+    parse_seeds,
+    preset_config,
+)
+from peftviz.errors import PeftvizError
 from peftviz.estimators import DEFAULT_METRICS, ESTIMATORS
-from peftviz.methods import METHODS
-from peftviz.runs import CACHE_DIR, Run, atomic_write, group_row, group_runs, list_runs, run_row, store_dir
+from peftviz.methods import DEFAULT_METHOD, METHODS
+from peftviz.paths import reports_dir, store_dir
+from peftviz.runs import Run, atomic_write, group_row, group_runs, list_runs, run_row
 from peftviz.tables import format_table
 
 # settings that are not plain flags: the method has its own flag, and options come as --option
@@ -31,24 +43,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"peftviz: error: {message}\n")
 
 
-def _flag_type(type_name: str):
-    for name, parse in (("bool", None), ("int", int), ("float", float)):
-        if name in type_name:
-            return parse
-    return str
-
-
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    help_text = TrainConfig.help()
+    help_text, types, choices = TrainConfig.help(), TrainConfig.types(), TrainConfig.choices()
     for f in fields(TrainConfig):
         if f.name in NOT_FLAGS:
             continue
         flag = "--" + f.name.replace("_", "-")
-        parse = _flag_type(str(f.type))
-        if parse is None:
+        if types[f.name] is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text[f.name])
+        elif f.name in choices:
+            parser.add_argument(flag, choices=choices[f.name], default=None, help=help_text[f.name])
         else:
-            parser.add_argument(flag, type=parse, default=None, metavar=f.name.upper(), help=help_text[f.name])
+            parser.add_argument(flag, type=types[f.name], default=None, metavar=f.name.upper(), help=help_text[f.name])
     parser.add_argument(
         "--seeds", type=_seeds_flag, default=None, metavar="SEEDS",
         help="train at several training seeds: a count (3 = seeds 0, 1, 2) or a list (0,1,2); the data split "
@@ -65,16 +71,30 @@ def _seeds_flag(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _methods_flag(text: str) -> str:
+    if text in METHOD_SETS:
+        return text
+    unknown = [name for name in text.split(",") if name not in METHODS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown method(s) {', '.join(unknown)}; choose paper, all or of {', '.join(METHODS)}")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m peftviz", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     train = commands.add_parser("train", help="train one method")
-    train.add_argument("--method", choices=list(METHODS), default="prefix-propagation")
+    train.add_argument("--method", choices=list(METHODS), default=DEFAULT_METHOD)
     train.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a method option")
     _add_config_flags(train)
     compare = commands.add_parser("compare", help="train every method in turn on the same data and split")
+    compare.add_argument(
+        "--methods", type=_methods_flag, default="paper", metavar="METHODS",
+        help="paper (the papers' methods, default), all (with the baselines: LoRA, IA3, prompt tuning, BitFit, "
+        f"Houlsby adapters), or a comma-separated list of: {', '.join(METHODS)}",
+    )  # fmt: skip
     _add_config_flags(compare)
-    grid = commands.add_parser("alpha-grid", help="train kernel prefix-propagation at each α of the paper's grid")
+    grid = commands.add_parser("alpha-grid", help="train the kernel form (Li et al. 2023, eq. 3) at each α of the paper's grid")
     grid.add_argument("--alphas", type=float, nargs="+", default=None, help="α values (default: the paper's grid)")
     _add_config_flags(grid)
     runs = commands.add_parser("runs", help="list the run store and its groups of seeds")
@@ -111,7 +131,7 @@ def report(args: argparse.Namespace) -> int:
     units = cmp.select_units(list_runs(args.runs_dir), args.units)
     result = cmp.compare_groups(units, settings, args.metrics)
     print(cmp.markdown(result))
-    prefix = args.csv or CACHE_DIR / "reports" / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
+    prefix = args.csv or reports_dir() / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
     for name, table in (("summary", result.summary), ("pairs", result.pairs)):
         path = Path(f"{prefix}-{name}.csv")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +147,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def parse_method_options(method: str, pairs: list[str]) -> dict:
     """["prefix_length=16", ...] -> {"prefix_length": 16}, typed by the method's config fields."""
-    types = {f.name: str(f.type) for f in fields(METHODS[method].config_class)}
+    types = METHODS[method].config_class.types()
     options = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
@@ -135,8 +155,8 @@ def parse_method_options(method: str, pairs: list[str]) -> dict:
             raise ValueError(f"--option {pair!r} is not NAME=VALUE")
         if name not in types:
             raise ValueError(f"{method} has no option {name!r}; options: {', '.join(types) or 'none'}")
-        parse = _flag_type(types[name])
-        if parse is None:
+        parse = types[name]
+        if parse is bool:
             if text.lower() not in ("true", "false", "1", "0"):
                 raise ValueError(f"option {name} takes true or false, not {text!r}")
             options[name] = text.lower() in ("true", "1")
@@ -151,7 +171,7 @@ def parse_method_options(method: str, pairs: list[str]) -> dict:
 def comparison_row(run: Run) -> dict:
     best, summary = run.best_metrics, run.summary
     averaged = summary.get("averaged", {}).get("validation", {})
-    params = run.config["parameters"]
+    params = run.parameters
     return {
         "method": run.label,
         "seed": run.seed,
@@ -192,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             overrides["method_options"] = parse_method_options(args.method, args.option)
             configs = [preset_config(args.preset, args.method, **overrides)]
         elif args.command == "compare":
-            configs = comparison(args.preset, **overrides)
+            configs = comparison(args.preset, comparison_methods(args.methods), **overrides)
         else:
             configs = alpha_grid(args.preset, tuple(args.alphas) if args.alphas else None, **overrides)
         runs = compare(over_seeds(configs, args.seeds), args.runs_dir, TerminalProgress())
@@ -202,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: the current run is kept and lists as incomplete", file=sys.stderr)
         return 130
-    except (ValueError, RuntimeError, OSError) as err:  # DataError, ModelLoadError, TrainingError, bad settings
+    except (PeftvizError, ValueError, OSError) as err:  # bad settings, data, models, runs; a stopped training
         print(f"peftviz: error: {err}".splitlines()[0], file=sys.stderr)
         return 1
 

@@ -1,21 +1,30 @@
 """What the app's pages share: cached access to the run store and models, and page furniture.
 
-Everything heavy is cached with `st.cache_resource`, keyed by the signature of its run or store (which
-changes when a run is added or finishes an epoch), so a new or changed run is picked up on the
-next rerun. Pages stay short: read widgets, call these and `peftviz.analysis`, draw
-`peftviz.figures`.
+Two conventions every page follows:
+- anything computed from a run goes through `per_run(compute, run, *args)`: cached with
+  `st.cache_resource`, keyed by the run's signature (which changes when the run finishes an epoch or
+  its parameters change), so a changed run is picked up on the next rerun;
+- a page catches `PeftvizError` (bad settings, models, data or run folders) and shows it with
+  `show_error`: one line, no traceback.
+Pages stay short: read widgets, call these and `peftviz.analysis`, draw `peftviz.figures`.
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
+from typing import Callable
 
 import streamlit as st
 
+from peftviz.errors import PeftvizError
 from peftviz.figures.export import IMAGE_FORMATS, figure_table, file_stem, toolbar_config
+from peftviz.inference import load_trained
 from peftviz.jobs import JobManager
-from peftviz.runs import Run, list_runs, load_run, run_signature, store_dir, store_signature
-from peftviz.train import load_trained
+from peftviz.runs import Group, Run, list_runs, run_signature, store_dir, store_signature
+
+__all__ = ["PeftvizError", "chart", "job_panel", "options_form", "page", "per_run", "pick_run", "runs",
+           "show_error", "trained_model"]  # fmt: skip
 
 IMAGE_FORMAT_KEY = "chart_image_format"
 
@@ -57,14 +66,38 @@ def runs(usable_only: bool = False) -> list[Run]:
     return found
 
 
-@st.cache_resource(show_spinner="Loading the trained model…", max_entries=3)
-def _model(run_path: str, signature: tuple):
-    return load_trained(load_run(Path(run_path)))
+# cache_resource, not cache_data: results are shared, never pickled. The run or group itself is not
+# hashed (leading underscore): its members' folders and signatures stand for it.
+@st.cache_resource(show_spinner=False, max_entries=1024)
+def _light(compute_key: str, signature: tuple, args: tuple, _compute: Callable, _subject):
+    return _compute(_subject, *args)
+
+
+# models (~90 MB for MiniLM) and recorded attention (up to ~160 MB each)
+@st.cache_resource(show_spinner=False, max_entries=6)
+def _heavy(compute_key: str, signature: tuple, args: tuple, _compute: Callable, _subject):
+    return _compute(_subject, *args)
+
+
+def per_run(compute: Callable, subject: Run | Group, *args, spinner: str | None = None, heavy: bool = False):
+    """compute(subject, *args), computed once and kept until a file of the run (or of a group's runs)
+    changes; args must be hashable. The one cache of the pages: models, estimates, λ(C), heads' weights.
+
+    heavy: the result is large (a model, recorded attention), so few are kept.
+    """
+    runs = subject.runs if isinstance(subject, Group) else [subject]
+    signature = tuple((str(run.path), run_signature(run.path)) for run in runs)
+    key = f"{compute.__code__.co_filename}:{compute.__qualname__}"
+    cached = _heavy if heavy else _light
+    if spinner is None:
+        return cached(key, signature, args, compute, subject)
+    with st.spinner(spinner):
+        return cached(key, signature, args, compute, subject)
 
 
 def trained_model(run: Run):
     """(model, tokenizer) of a run, rebuilt from its parameters once and kept."""
-    return _model(str(run.path), run_signature(run.path))
+    return per_run(load_trained, run, spinner="Loading the trained model…", heavy=True)
 
 
 @st.cache_resource(show_spinner=False)
@@ -75,7 +108,7 @@ def job_manager() -> JobManager:
 
 def run_label(run: Run) -> str:
     """A run with its training seed, so the members of a group (runs differing only in the seed) are told apart."""
-    return f"{run.label} · seed {run.seed} · {run.config.get('dataset', '?')} · {run.name[-6:]}"
+    return f"{run.label} · seed {run.seed} · {run.config.dataset} · {run.name[-6:]}"
 
 
 def pick_run(label: str, candidates: list[Run], key: str, help: str | None = None) -> Run | None:
@@ -84,6 +117,13 @@ def pick_run(label: str, candidates: list[Run], key: str, help: str | None = Non
         st.info("No suitable runs in the store yet: train some on the Home or Train page.")
         return None
     return st.selectbox(label, candidates, format_func=run_label, key=key, help=help)
+
+
+def not_applicable(runs: list[Run], applies: Callable[[Run], bool], why: str) -> None:
+    """One sentence naming the methods of the store a page leaves out, and why, instead of hiding them silently."""
+    left_out = sorted({run.config.method for run in runs if not applies(run)})
+    if left_out:
+        st.caption(f"Not shown: {', '.join(left_out)}. {why[0].upper()}{why[1:]}.")
 
 
 def show_error(err: Exception) -> None:
@@ -115,21 +155,27 @@ def job_panel() -> None:
         st.rerun()
 
 
-def options_form(option_class, defaults: dict, key: str) -> dict:
-    """One widget per field of an Options dataclass, with its help text. Returns the chosen values."""
-    from dataclasses import fields
-
-    help_text = option_class.help()
+def options_form(option_class, defaults: dict, key: str, only: tuple[str, ...] | None = None) -> dict:
+    """One widget per field of an Options dataclass (or the fields in `only`), with its help text:
+    a select box for fields with choices, a checkbox, a number or a text box. Returns the chosen values."""
+    help_text, types, choices = option_class.help(), option_class.types(), option_class.choices()
     values = {}
     for f in fields(option_class):
+        if only is not None and f.name not in only:
+            continue
         default = defaults.get(f.name, f.default)
         widget_key = f"{key}.{f.name}"
-        if isinstance(default, bool):
-            values[f.name] = st.checkbox(f.name, default, help=help_text[f.name], key=widget_key)
-        elif isinstance(default, int):
-            values[f.name] = int(st.number_input(f.name, value=default, step=1, help=help_text[f.name], key=widget_key))
-        elif isinstance(default, float):
-            values[f.name] = st.number_input(f.name, value=default, format="%g", help=help_text[f.name], key=widget_key)
+        if f.name in choices:
+            options = list(choices[f.name])
+            index = options.index(default) if default in options else 0
+            values[f.name] = st.selectbox(f.name, options, index=index, help=help_text[f.name], key=widget_key)
+        elif types[f.name] is bool:
+            values[f.name] = st.checkbox(f.name, bool(default), help=help_text[f.name], key=widget_key)
+        elif types[f.name] is int:  # an optional int (e.g. limit) may be left empty: None
+            number = st.number_input(f.name, value=default, step=1, help=help_text[f.name], key=widget_key)
+            values[f.name] = None if number is None else int(number)
+        elif types[f.name] is float:
+            values[f.name] = st.number_input(f.name, value=float(default), format="%g", help=help_text[f.name], key=widget_key)
         else:
             text = st.text_input(f.name, "" if default is None else str(default), help=help_text[f.name], key=widget_key)
             optional_and_empty = default is None and not text

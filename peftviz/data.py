@@ -28,6 +28,8 @@ import datasets
 import numpy as np
 from datasets import load_dataset
 
+from peftviz.errors import DataError
+
 __all__ = ["BUILTIN", "HUB_DATASETS", "DataError", "HubSource", "TextData", "describe", "load_data"]
 
 BUILTIN = "bbc-news"
@@ -36,10 +38,6 @@ HELD_OUT = 0.1  # share of each class for validation and for test when we split 
 FILE_SUFFIXES = (".csv", ".jsonl")
 _SPLIT_ALIASES = {"train": "train", "validation": "validation", "valid": "validation", "val": "validation",
                   "dev": "validation", "test": "test"}
-
-
-class DataError(ValueError):
-    """A dataset that cannot be used; the message is one line naming the problem."""
 
 
 @dataclass

@@ -63,6 +63,7 @@ from functools import cached_property
 import numpy as np
 
 from peftviz import calibration as cal
+from peftviz.errors import ConfigError
 from peftviz.stats import LEVEL, check_resampling, percentile_interval, resample_indices
 
 _CHUNK_ELEMENTS = 2_000_000  # resample rows x N per pass: bounds the work arrays to ~100 MB
@@ -365,19 +366,19 @@ def _check_metrics(metrics: Sequence[str] | None) -> list[str]:
         return list(ESTIMATORS)
     if isinstance(metrics, str):
         # ValueError, not TypeError: every bad argument in peftviz raises ValueError
-        raise ValueError(f"metrics must be a list of names, not the string {metrics!r}")  # noqa: TRY004
+        raise ConfigError(f"metrics must be a list of names, not the string {metrics!r}")  # noqa: TRY004
     unknown = [m for m in metrics if m not in ESTIMATORS]
     if unknown:
-        raise ValueError(f"unknown metrics {unknown}, expected names from {list(ESTIMATORS)}")
+        raise ConfigError(f"unknown metrics {unknown}, expected names from {list(ESTIMATORS)}")
     return list(dict.fromkeys(metrics))
 
 
 def _check_indices(indices, n_examples: int) -> np.ndarray:
     indices = np.asarray(indices)
     if indices.ndim != 2 or indices.shape[0] < 1 or indices.shape[1] != n_examples:
-        raise ValueError(f"indices must have shape (R >= 1, {n_examples}), got shape {indices.shape}")
+        raise ConfigError(f"indices must have shape (R >= 1, {n_examples}), got shape {indices.shape}")
     if not np.issubdtype(indices.dtype, np.integer) or indices.min() < 0 or indices.max() >= n_examples:
-        raise ValueError(f"indices must be integers in [0, {n_examples})")
+        raise ConfigError(f"indices must be integers in [0, {n_examples})")
     return indices.astype(np.int64, copy=False)
 
 

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 from transformers import AutoModel, AutoTokenizer, LongformerConfig, LongformerModel
 
-from peftviz import runs
+from peftviz.paths import minilm_path, models_dir
 
 LONG_MINILM = "long-minilm"
 DEFAULT_MAX_POSITIONS = 4096
@@ -147,9 +147,6 @@ def build_long_minilm(dest: Path, max_positions: int = DEFAULT_MAX_POSITIONS, wi
 
 def _write_model(folder: Path, max_positions: int, window: int) -> None:
     """Load MiniLM and its tokenizer, convert, and save both into `folder`."""
-    # Imported here, not at the top: backbones imports this module to resolve "long-minilm" names.
-    from peftviz.backbones import minilm_path
-
     source = minilm_path()
     bert = AutoModel.from_pretrained(source)
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -177,7 +174,7 @@ def long_minilm_path(
     max_positions: int = DEFAULT_MAX_POSITIONS, window: int = DEFAULT_WINDOW, cache_dir: Path | None = None
 ) -> Path:
     """The cached long MiniLM folder for these settings, built on first use (a few seconds)."""
-    folder = Path(cache_dir or runs.CACHE_DIR) / "models" / f"{LONG_MINILM}-{max_positions}-w{window}"
+    folder = (Path(cache_dir) / "models" if cache_dir else models_dir()) / f"{LONG_MINILM}-{max_positions}-w{window}"
     # config.json is written by a finished build only: the folder appears by rename when complete.
     if not (folder / "config.json").is_file():
         build_long_minilm(folder, max_positions, window)

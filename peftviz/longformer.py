@@ -323,7 +323,7 @@ class LongLayers(nn.Module):
 class LongEncoder(LongformerPreTrainedModel):
     """A Longformer encoder run by peftviz; loads any Longformer checkpoint (same parameter names).
 
-    forward(input_ids (B, T), attention_mask (B, T) 0/1, ..., n_prefix_positions j)
+    forward(input_ids (B, T), attention_mask (B, T) 0/1, ..., n_prefix_queries j)
         -> last_hidden_state (B, j + T, D). Prefix positions (added by prefix-propagation's hook
     on the first layer) and the text's first token are global.
     """
@@ -345,10 +345,10 @@ class LongEncoder(LongformerPreTrainedModel):
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         peftviz: AttentionContext | None = None,
-        n_prefix_positions: int = 0,
+        n_prefix_queries: int = 0,
     ) -> BaseModelOutput:
         ctx = peftviz or AttentionContext()
-        j = n_prefix_positions
+        j = n_prefix_queries
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if token_type_ids is None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from peftviz.attention import key_padding_bias
-from peftviz.longformer import BandedAttention, LongEncoder
+from peftviz.backbones import encode
+from peftviz.longformer import BandedAttention
 from peftviz.methods import make_method
 from peftviz.methods.base import PeftMethod
 
@@ -61,6 +61,7 @@ class PeftClassifier(nn.Module):
         self.pooling = pooling
         self.head = ClassificationHead(encoder.config.hidden_size, num_labels, head_dropout)
         encoder.requires_grad_(method.trains_backbone)
+        self._n_pretrained = _n_params(encoder)  # before the method adds anything to the encoder
         method.attach(encoder)
 
     @property
@@ -76,21 +77,9 @@ class PeftClassifier(nn.Module):
     ) -> ClassifierOutput:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        n_prefix = self.method.n_prefix_positions
+        n_prefix = self.method.n_prefix_queries
         ctx = self.method.new_context(input_ids.shape[0], record=output_attentions)
-        if isinstance(self.encoder, LongEncoder):  # pads to its window and marks the global positions itself
-            hidden = self.encoder(input_ids, attention_mask, token_type_ids, peftviz=ctx, n_prefix_positions=n_prefix)
-        else:
-            # Without padding every key is visible (prefix keys always are): no mask lets attention
-            # take its fastest, unmasked kernel.
-            dtype = next(self.encoder.parameters()).dtype
-            bias = None if bool(attention_mask.all()) else key_padding_bias(attention_mask, n_prefix, dtype)
-            hidden = self.encoder(
-                input_ids=input_ids,
-                attention_mask=bias,  # (B, 1, 1, j + T) or None
-                token_type_ids=token_type_ids,
-                peftviz=ctx,
-            )
+        hidden = encode(self.encoder, input_ids, attention_mask, token_type_ids, ctx, n_prefix)
         hidden = hidden.last_hidden_state  # (B, j + T, D)
         text = hidden[:, n_prefix:]  # (B, T, D)
         if self.pooling == "cls":
@@ -102,8 +91,10 @@ class PeftClassifier(nn.Module):
         return ClassifierOutput(self.head(pooled), attentions, n_prefix)
 
     def parameter_counts(self) -> dict[str, int]:
-        """Parameter counts: backbone, method, head, total, and trainable."""
-        backbone, method, head = (_n_params(m) for m in (self.encoder, self.method, self.head))
+        """Parameter counts: backbone (the pretrained encoder), method (its own modules plus what it
+        injected into the encoder, e.g. peft's LoRA matrices), head, total, and trainable."""
+        backbone, head = self._n_pretrained, _n_params(self.head)
+        method = _n_params(self.method) + _n_params(self.encoder) - backbone
         trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
         return {"backbone": backbone, "method": method, "head": head, "total": backbone + method + head, "trainable": trainable}
 

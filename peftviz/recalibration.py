@@ -63,6 +63,7 @@ import numpy as np
 
 from peftviz import calibration
 from peftviz.calibration import LOG_TEMPERATURE_BOUNDS, _check_inputs, _check_probs, _log_probs, _softmax
+from peftviz.errors import ConfigError
 
 VECTOR_WEIGHT_BOUNDS = (float(np.exp(LOG_TEMPERATURE_BOUNDS[0])), float(np.exp(LOG_TEMPERATURE_BOUNDS[1])))
 VECTOR_BIAS_BOUNDS = (-30.0, 30.0)
@@ -70,7 +71,7 @@ VECTOR_BIAS_BOUNDS = (-30.0, 30.0)
 
 def _check_n_classes(probs: np.ndarray, n_classes: int, what: str) -> None:
     if probs.shape[1] != n_classes:
-        raise ValueError(f"{what} has {probs.shape[1]} classes, but the recalibrator was fitted on {n_classes}")
+        raise ConfigError(f"{what} has {probs.shape[1]} classes, but the recalibrator was fitted on {n_classes}")
 
 
 # ---------------------------------------------------------------- temperature
@@ -215,9 +216,9 @@ def describe() -> dict[str, str]:
 def recalibrate(val_probs, val_labels, test_probs, name: str) -> np.ndarray:
     """Fit recalibrator ``name`` on (val_probs, val_labels) and return it applied to test_probs."""
     if name not in RECALIBRATORS:
-        raise ValueError(f"unknown recalibrator {name!r}, expected one of {tuple(RECALIBRATORS)}")
+        raise ConfigError(f"unknown recalibrator {name!r}, expected one of {tuple(RECALIBRATORS)}")
     val_probs, val_labels = _check_inputs(val_probs, val_labels)
     test_probs = _check_probs(test_probs)
     if test_probs.shape[1] != val_probs.shape[1]:
-        raise ValueError(f"test_probs has {test_probs.shape[1]} classes but val_probs has {val_probs.shape[1]}")
+        raise ConfigError(f"test_probs has {test_probs.shape[1]} classes but val_probs has {val_probs.shape[1]}")
     return RECALIBRATORS[name].fit(val_probs, val_labels).transform(test_probs)

@@ -1,6 +1,6 @@
 """The run store: one folder per training run under cache/runs/.
 
-    config.json                 the TrainConfig and the environment (versions, device); written first
+    config.json                 the TrainConfig, label names, parameter counts and the environment; written first
     metrics.jsonl               one JSON object per finished epoch
     predictions/epoch_<N>.npz   validation `probs` (examples × classes, float32) and `labels` (int64)
     predictions/<name>.npz      other evaluations: "test" (best epoch on test), "averaged" (heads averaged)
@@ -10,6 +10,9 @@
 Every file is written to a temporary name and renamed into place, so a reader never sees half a
 file. A run killed mid-way has no summary.json: it lists as "incomplete" and its finished epochs
 load. Nothing is read with pickle: JSON, npz with allow_pickle=False, and safetensors.
+
+A run's config reads back as a `TrainConfig` (`Run.config`); what the run recorded besides its
+settings is in `Run.record`. This module imports no torch: listing runs stays light.
 """
 
 from __future__ import annotations
@@ -22,25 +25,19 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
-from torch import Tensor
 
-CACHE_DIR = Path(os.environ.get("PEFTVIZ_CACHE", Path(__file__).resolve().parent.parent / "cache"))
-RUNS_DIR = CACHE_DIR / "runs"
+from peftviz.config import TrainConfig
+from peftviz.errors import PeftvizError, RunError
+from peftviz.paths import store_dir
 
+if TYPE_CHECKING:
+    from torch import Tensor
 
-def store_dir() -> Path:
-    """The store the app reads: $PEFTVIZ_RUNS when set (tests point it elsewhere), else cache/runs."""
-    return Path(os.environ.get("PEFTVIZ_RUNS") or RUNS_DIR)
 STATUSES = ("complete", "incomplete", "failed", "corrupt")
-
-
-class RunError(ValueError):
-    """A run folder that cannot be read; the message names the folder and the problem."""
+__all__ = ["Group", "Run", "RunError", "RunWriter", "atomic_write", "group_runs", "list_runs", "load_run", "store_dir"]
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -77,11 +74,12 @@ class RunWriter:
         self.metrics: list[dict] = []
 
     @classmethod
-    def create(cls, root: Path, config: dict, environment: dict) -> "RunWriter":
-        name = f"{_slug(config.get('label') or config['method'])}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    def create(cls, root: Path, config: TrainConfig, recorded: dict) -> "RunWriter":
+        """A new run folder; config.json holds the settings and `recorded` (label names, parameters, environment)."""
+        name = f"{_slug(config.name)}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         path = Path(root) / name
         (path / "predictions").mkdir(parents=True)
-        _write_json(path / "config.json", {**config, "environment": environment})
+        _write_json(path / "config.json", {**config.to_dict(), **recorded})
         return cls(path)
 
     def write_epoch(self, record: dict, probs: np.ndarray, labels: np.ndarray) -> None:
@@ -94,7 +92,9 @@ class RunWriter:
     def write_predictions(self, name: str, probs: np.ndarray, labels: np.ndarray) -> None:
         _write_npz(self.path / "predictions" / f"{name}.npz", probs, labels)
 
-    def write_params(self, state: dict[str, Tensor]) -> None:
+    def write_params(self, state: dict[str, "Tensor"]) -> None:
+        from safetensors.torch import save_file
+
         tensors = {name: t.detach().cpu().contiguous() for name, t in state.items()}
         atomic_write(self.path / "params.safetensors", lambda tmp: save_file(tensors, str(tmp)))
 
@@ -107,14 +107,19 @@ class RunWriter:
 
 @dataclass
 class Run:
-    """A run folder as read back. `status` is one of STATUSES; `error` says why for failed/corrupt."""
+    """A run folder as read back. `status` is one of STATUSES; `error` says why for failed/corrupt.
+
+    config: the run's settings (None only for a corrupt folder); record: config.json as stored, with
+    what the run recorded besides its settings (label names, parameter counts, environment).
+    """
 
     path: Path
     status: str
-    config: dict = field(default_factory=dict)
+    config: TrainConfig | None = None
     metrics: list[dict] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
     error: str = ""
+    record: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -122,16 +127,38 @@ class Run:
 
     @property
     def label(self) -> str:
-        return self.config.get("label") or self.config.get("method", "?")
+        return self.config.name if self.config else "?"
 
     @property
     def seed(self) -> int:
-        return int(self.config.get("seed", 0))
+        return self.config.seed if self.config else 0
 
     @property
     def data_seed(self) -> int:
-        """The seed of the run's split: runs from before `data_seed` existed split with `seed`."""
-        return int(self.config.get("data_seed", self.config.get("seed", 0)))
+        """The seed of the run's split (runs from before `data_seed` existed read back with their seed)."""
+        return self.config.data_seed if self.config else 0
+
+    @property
+    def method_class(self):
+        return self.config.method_class
+
+    @property
+    def method_config(self):
+        return self.config.method_config
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self.record.get("label_names") or [])
+
+    @property
+    def parameters(self) -> dict:
+        """Parameter counts as recorded at the start: backbone, method, head, total, trainable."""
+        return dict(self.record.get("parameters") or {})
+
+    @property
+    def created(self) -> str:
+        environment = self.record.get("environment")
+        return str(environment.get("created", "")) if isinstance(environment, dict) else ""
 
     @property
     def group_key(self) -> str:
@@ -171,7 +198,10 @@ class Run:
             raise RunError(f"run {self.name}: predictions {name} have shapes {probs.shape} and {labels.shape}")
         return probs, labels
 
-    def params(self) -> dict[str, Tensor]:
+    def params(self) -> dict[str, "Tensor"]:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
         try:
             return load_file(str(self.params_path))
         except (OSError, SafetensorError) as err:
@@ -180,19 +210,13 @@ class Run:
 
 # ---------------------------------------------------------------- groups of seeds
 
-# Config entries that are not settings (what the run found or recorded) or that differ by seed alone:
-# the training seed, and the one-head run a four-head tiny-attention run starts from (one per seed).
-_NOT_GROUP_SETTINGS = {"seed", "environment", "parameters", "label_names"}
-_NOT_GROUP_OPTIONS = {"init_from"}
-
-
-def group_key(config: dict) -> str:
-    """A short hash of every setting but the training seed; old runs get their data seed made explicit."""
-    settings = {k: v for k, v in config.items() if k not in _NOT_GROUP_SETTINGS}
-    settings["data_seed"] = config.get("data_seed", config.get("seed", 0))
-    options = settings.get("method_options")
-    if isinstance(options, dict):
-        settings["method_options"] = {k: v for k, v in options.items() if k not in _NOT_GROUP_OPTIONS}
+def group_key(config: TrainConfig) -> str:
+    """A short hash of every setting but the training seed and the method's links to other runs (the
+    one-head run a four-head tiny-attention run starts from is another run at each seed)."""
+    settings = config.to_dict()
+    del settings["seed"]
+    links = config.method_class.run_links
+    settings["method_options"] = {k: v for k, v in config.method_options.items() if k not in links}
     text = json.dumps(settings, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
@@ -243,12 +267,12 @@ def group_row(group: Group) -> dict:
         mean, low, high = t_interval(values)
         return f"{mean:.4f}" if len(values) < 2 else f"{mean:.4f} [{low:.4f}, {high:.4f}]"
 
-    first = group.runs[0]
+    first = group.runs[0].config
     return {
         "group": group.key,
         "method": group.label,
-        "dataset": first.config.get("dataset", "?"),
-        "model": first.config.get("model", "?"),
+        "dataset": first.dataset,
+        "model": first.model,
         "seeds": ",".join(map(str, group.seeds)),
         "complete": sum(run.status == "complete" for run in group.runs),
         "best val accuracy": mean_interval("accuracy"),
@@ -265,19 +289,25 @@ def load_run(path: Path) -> Run:
     path = Path(path)
     run = Run(path, "incomplete")
     try:
-        run.config = _read_json(path / "config.json")
+        run.record = _read_json(path / "config.json")
+        run.config = TrainConfig.from_stored(run.record)
+    except (OSError, ValueError) as err:
+        record = run.record if isinstance(run.record, dict) else {}
+        kind = "" if isinstance(err, PeftvizError) else f"{type(err).__name__}: "  # a bad setting names itself
+        return Run(path, "corrupt", error=f"config.json: {kind}{err}".splitlines()[0], record=record)
+    try:
         metrics_file = path / "metrics.jsonl"
         if metrics_file.exists():
             run.metrics = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
         if (path / "summary.json").exists():
             run.summary = _read_json(path / "summary.json")
     except (OSError, ValueError) as err:
-        return Run(path, "corrupt", run.config, run.metrics, error=f"{type(err).__name__}: {err}".splitlines()[0])
+        return Run(path, "corrupt", run.config, run.metrics, error=f"{type(err).__name__}: {err}".splitlines()[0],
+                   record=run.record)  # fmt: skip
     missing = [m.get("epoch") for m in run.metrics if not (path / "predictions" / f"epoch_{m.get('epoch')}.npz").exists()]
-    if not isinstance(run.config, dict) or "method" not in run.config:
-        return Run(path, "corrupt", error="config.json names no method")
     if missing:
-        return Run(path, "corrupt", run.config, run.metrics, error=f"predictions missing for epoch(s) {missing}")
+        return Run(path, "corrupt", run.config, run.metrics, error=f"predictions missing for epoch(s) {missing}",
+                   record=run.record)  # fmt: skip
     run.status = run.summary.get("status", "incomplete")
     run.error = run.summary.get("error", "")
     return run
@@ -304,13 +334,13 @@ def list_runs(root: Path | None = None) -> list[Run]:
         return []
     folders = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
     runs = [load_run(p) for p in folders]
-    return sorted(runs, key=lambda run: (run.config.get("environment", {}).get("created", ""), run.name))
+    return sorted(runs, key=lambda run: (run.created, run.name))
 
 
 def run_row(run: Run) -> dict:
     """One row of the runs table: what the CLI's `runs` and the app's home page show."""
     config, best = run.config, run.best_metrics
-    params = config.get("parameters", {})
+    params = run.parameters
     trainable = params.get("trainable")
     return {
         "run": run.name,
@@ -318,9 +348,9 @@ def run_row(run: Run) -> dict:
         "seed": run.seed,
         "group": run.group_key if run.status != "corrupt" else None,
         "status": run.status if not run.error else f"{run.status}: {run.error}",
-        "dataset": config.get("dataset", "?"),
-        "model": config.get("model", "?"),
-        "epochs": f"{run.epochs_done}/{config.get('epochs', '?')}",
+        "dataset": config.dataset if config else "?",
+        "model": config.model if config else "?",
+        "epochs": f"{run.epochs_done}/{config.epochs if config else '?'}",
         "best accuracy": best.get("accuracy"),
         "ECE": best.get("ece"),
         "test accuracy": run.summary.get("test", {}).get("accuracy"),

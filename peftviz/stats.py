@@ -26,26 +26,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from peftviz.errors import ConfigError
+
 LEVEL = 0.95  # every interval in peftviz is a 95% interval unless the caller says otherwise
 
 
 def check_level(level: float) -> None:
     if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level}")
+        raise ConfigError(f"level must lie strictly between 0 and 1, got {level}")
 
 
 def check_resampling(n_resamples: int, level: float) -> None:
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be an int >= 1, got {n_resamples!r}")
+        raise ConfigError(f"n_resamples must be an int >= 1, got {n_resamples!r}")
     if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level}")
+        raise ConfigError(f"level must lie strictly between 0 and 1, got {level}")
 
 
 def resample_indices(n_examples: int, n_resamples: int, seed: int = 0) -> np.ndarray:
     """(n_resamples, n_examples) int64 indices, each row a resample with replacement; seeded."""
     check_resampling(n_resamples, LEVEL)
     if n_examples < 1:
-        raise ValueError(f"cannot resample {n_examples} examples")
+        raise ConfigError(f"cannot resample {n_examples} examples")
     return np.random.default_rng(seed).integers(0, n_examples, size=(n_resamples, n_examples))
 
 
@@ -93,9 +95,9 @@ def paired_bootstrap(
     """
     probs_a, probs_b, labels = np.asarray(probs_a), np.asarray(probs_b), np.asarray(labels)
     if probs_a.ndim == 0 or probs_a.shape != probs_b.shape:
-        raise ValueError(f"runs must score the same examples: probs shapes {probs_a.shape} and {probs_b.shape} differ")
+        raise ConfigError(f"runs must score the same examples: probs shapes {probs_a.shape} and {probs_b.shape} differ")
     if labels.shape != (probs_a.shape[0],):
-        raise ValueError(f"labels must have shape ({probs_a.shape[0]},) to match both runs, got {labels.shape}")
+        raise ConfigError(f"labels must have shape ({probs_a.shape[0]},) to match both runs, got {labels.shape}")
     check_resampling(n_resamples, level)
     indices = resample_indices(labels.shape[0], n_resamples, seed)
     samples_a = np.array([metric(probs_a[idx], labels[idx]) for idx in indices], dtype=np.float64)
@@ -133,7 +135,7 @@ def paired_bootstrap_from_samples(
     """
     samples_a, samples_b = np.asarray(samples_a, dtype=np.float64), np.asarray(samples_b, dtype=np.float64)
     if samples_a.ndim != 1 or samples_a.shape != samples_b.shape or samples_a.size == 0:
-        raise ValueError(
+        raise ConfigError(
             f"need two 1-D arrays of draws of equal length, got shapes {samples_a.shape}, {samples_b.shape}"
         )
     check_resampling(samples_a.size, level)
@@ -154,9 +156,9 @@ def paired_bootstrap_from_samples(
 def _check_values(values, name: str) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 1 or values.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D sequence, got shape {values.shape}")
+        raise ConfigError(f"{name} must be a non-empty 1-D sequence, got shape {values.shape}")
     if not np.all(np.isfinite(values)):
-        raise ValueError(f"{name} contains NaN or inf")
+        raise ConfigError(f"{name} contains NaN or inf")
     return values
 
 
@@ -187,7 +189,7 @@ def t_half_width(values: np.ndarray, level: float = LEVEL) -> np.ndarray:
 def _by_seed(values: np.ndarray, seeds, name: str) -> dict:
     seeds = list(np.asarray(seeds).tolist())
     if len(seeds) != values.size or len(set(seeds)) != len(seeds):
-        raise ValueError(f"{name}: need one distinct seed per value, got seeds {seeds} for {values.size} values")
+        raise ConfigError(f"{name}: need one distinct seed per value, got seeds {seeds} for {values.size} values")
     return dict(zip(seeds, values.tolist()))
 
 
@@ -241,10 +243,10 @@ def holm(p_values) -> np.ndarray:
 
     p_values = np.asarray(p_values, dtype=np.float64)
     if p_values.ndim != 1:
-        raise ValueError(f"p_values must be 1-D, got shape {p_values.shape}")
+        raise ConfigError(f"p_values must be 1-D, got shape {p_values.shape}")
     tested = ~np.isnan(p_values)
     if np.any((p_values[tested] < 0) | (p_values[tested] > 1)):
-        raise ValueError(f"p-values must lie in [0, 1], got {p_values[tested].min()} to {p_values[tested].max()}")
+        raise ConfigError(f"p-values must lie in [0, 1], got {p_values[tested].min()} to {p_values[tested].max()}")
     adjusted = p_values.copy()
     if tested.any():
         adjusted[tested] = multipletests(p_values[tested], method="holm")[1]

@@ -12,7 +12,7 @@ import math
 import platform
 import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Callable
@@ -20,20 +20,18 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.metrics import f1_score
-from torch.utils.data import DataLoader
 from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
 
-from peftviz import calibration
 from peftviz.backbones import load_encoder
 from peftviz.config import TrainConfig
 from peftviz.data import TextData, load_data
+from peftviz.errors import TrainingError
+from peftviz.inference import evaluation_metrics, make_loader, pick_device, predict, tokenize
 from peftviz.model import PeftClassifier, build_classifier
-from peftviz.runs import Run, RunWriter, load_run, store_dir
+from peftviz.paths import store_dir
+from peftviz.runs import Run, RunWriter, load_run
 
-
-class TrainingError(RuntimeError):
-    """Training stopped (e.g. a non-finite loss); finished epochs are kept in the run folder."""
+__all__ = ["Progress", "Trainer", "TrainingError", "compare", "train"]
 
 
 @dataclass
@@ -48,12 +46,6 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], None]
-
-
-def pick_device(spec: str = "auto") -> torch.device:
-    if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(spec)
 
 
 def seed_everything(seed: int) -> None:
@@ -72,55 +64,6 @@ def environment(device: torch.device) -> dict:
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "torch_threads": torch.get_num_threads(),
-    }
-
-
-def tokenize(split, tokenizer, max_length: int) -> list[dict]:
-    """A `datasets` split -> list of {"input_ids": [...], "label": int}, truncated to max_length."""
-    columns = split.to_dict()  # plain lists (datasets 5 returns lazy Column objects)
-    encoded = tokenizer(columns["text"], truncation=True, max_length=max_length)
-    return [{"input_ids": ids, "label": label} for ids, label in zip(encoded["input_ids"], columns["label"])]
-
-
-def collate(examples: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Pad a batch to its longest example: input_ids and attention_mask (B, T), labels (B,)."""
-    T = max(len(e["input_ids"]) for e in examples)
-    ids = torch.full((len(examples), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(examples), T), dtype=torch.long)
-    for row, example in enumerate(examples):
-        n = len(example["input_ids"])
-        ids[row, :n] = torch.tensor(example["input_ids"])
-        mask[row, :n] = 1
-    return {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([e["label"] for e in examples])}
-
-
-def make_loader(examples: list[dict], batch_size: int, pad_id: int, shuffle: bool = False, seed: int = 0):
-    generator = torch.Generator().manual_seed(seed)
-    return DataLoader(
-        examples, batch_size=batch_size, shuffle=shuffle, generator=generator, collate_fn=lambda b: collate(b, pad_id)
-    )
-
-
-@torch.no_grad()
-def predict(model: PeftClassifier, loader, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
-    """Class probabilities (N, C) float32 and labels (N,) int64 over a loader, in order."""
-    model.eval()
-    probs, labels = [], []
-    for batch in loader:
-        logits = model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).logits
-        probs.append(logits.float().softmax(-1).cpu().numpy())
-        labels.append(batch["labels"].numpy())
-    return np.concatenate(probs).astype(np.float32), np.concatenate(labels).astype(np.int64)
-
-
-def evaluation_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> dict[str, float]:
-    """Accuracy, micro/macro F1 and the calibration summary (ECE with `n_bins` equal-width bins)."""
-    predicted = probs.argmax(1)
-    return {
-        **calibration.summary(probs, labels, n_bins=n_bins),
-        "micro_f1": float(f1_score(labels, predicted, average="micro")),
-        "macro_f1": float(f1_score(labels, predicted, average="macro")),
-        "n": int(len(labels)),
     }
 
 
@@ -160,8 +103,12 @@ class Trainer:
         train_loader = make_loader(splits["train"], config.batch_size, pad_id, shuffle=True, seed=config.seed)
         eval_loaders = {name: make_loader(splits[name], config.batch_size, pad_id) for name in ("validation", "test")}
 
-        record = {**config.to_dict(), "label_names": data.label_names, "parameters": model.parameter_counts()}
-        writer = RunWriter.create(self.runs_dir, record, environment(self.device))
+        recorded = {
+            "label_names": data.label_names,
+            "parameters": model.parameter_counts(),
+            "environment": environment(self.device),
+        }
+        writer = RunWriter.create(self.runs_dir, config, recorded)
         try:
             best_state = self._train_epochs(model, train_loader, eval_loaders["validation"], writer)
             self._finish(model, best_state, eval_loaders, writer)
@@ -218,15 +165,16 @@ class Trainer:
         return total / seen
 
     def _finish(self, model: PeftClassifier, best_state: dict, eval_loaders: dict, writer: RunWriter) -> None:
-        """Test metrics of the best epoch; for averaged tiny-attention, metrics after averaging too."""
+        """Test metrics of the best epoch; if the method changes the model after training (averaging
+        tiny-attention's heads), validation and test metrics of the changed model too."""
         config = self.config
         model.load_state_dict(best_state, strict=False)
         summary = {"test": self._evaluate_named(model, eval_loaders["test"], "test", writer)}
-        if config.average_heads and config.method == "tiny-attention" and model.method.config.n_heads > 1:
-            model.method.average_heads_()
-            summary["averaged"] = {
-                "validation": self._evaluate_named(model, eval_loaders["validation"], "averaged", writer),
-                "test": self._evaluate_named(model, eval_loaders["test"], "averaged_test", writer),
+        changed = model.method.after_training()  # e.g. "averaged"
+        if changed:
+            summary[changed] = {
+                "validation": self._evaluate_named(model, eval_loaders["validation"], changed, writer),
+                "test": self._evaluate_named(model, eval_loaders["test"], f"{changed}_test", writer),
                 "parameters": model.parameter_counts(),
             }
         writer.finish(summary)
@@ -248,47 +196,14 @@ def compare(
 ) -> list[Run]:
     """Train configs in turn on the same data and split (loaded once).
 
-    A multi-head tiny-attention config without `init_from` starts from the last one-head
-    tiny-attention run of the comparison, as the paper initialises its 4-head adapters.
+    Each method may adjust its config given the runs trained before it (`before_training`): a
+    four-head tiny-attention adapter starts from the comparison's last one-head run, as the paper
+    initialises its 4-head adapters.
     """
     first = configs[0]
     data = load_data(first.dataset, seed=first.data_seed, limit=first.limit)
     runs: list[Run] = []
-    one_head: Run | None = None
     for config in configs:
-        options = config.method_options
-        if config.method == "tiny-attention" and options.get("n_heads", 1) > 1 and one_head and not options.get("init_from"):
-            config = replace(config, method_options={**options, "init_from": str(one_head.params_path)})
-        run = Trainer(config, runs_dir, progress).run(data)
-        if config.method == "tiny-attention" and options.get("n_heads", 1) == 1:
-            one_head = run
-        runs.append(run)
+        config = config.method_class.before_training(config, runs)
+        runs.append(Trainer(config, runs_dir, progress).run(data))
     return runs
-
-
-def run_data(run: Run) -> TextData:
-    """The data a run trained on: the same dataset, data seed (so the same split) and limit."""
-    config = run.config
-    return load_data(config["dataset"], seed=run.data_seed, limit=config.get("limit"))
-
-
-def load_trained(
-    run: Run, device: str = "auto", method: str | None = None, optional: frozenset[str] = frozenset()
-) -> tuple[PeftClassifier, object]:
-    """Rebuild a run's model from its config and params.safetensors: (model in eval mode, tokenizer).
-
-    method: rebuild under another method whose parameters have the same names (prefix-propagation's
-    load into kernel-prefix-propagation for the α sweep). optional: tensors the run may lack.
-    """
-    config = run.config
-    encoder, tokenizer = load_encoder(config["model"])
-    options = {k: v for k, v in config["method_options"].items() if k != "init_from"}  # the params hold the result
-    model = build_classifier(
-        encoder, method or config["method"], len(config["label_names"]), options, config["pooling"], config["head_dropout"]
-    )
-    state = run.params()
-    missing = set(model.trainable_state_dict()) - set(state) - optional
-    if missing:
-        raise ValueError(f"run {run.name}: params.safetensors lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}")
-    model.load_state_dict(state, strict=False)
-    return model.to(pick_device(device)).eval(), tokenizer

@@ -1,5 +1,12 @@
-"""Small builders the tests share: tiny random classifiers and padded batches."""
+"""What the tests share: tiny random classifiers and padded batches; the plotly charts of a page in AppTest.
 
+Imported by conftest.py, so it does not import streamlit: the chart helpers take an AppTest already made.
+"""
+
+import base64
+import json
+
+import numpy as np
 import torch
 
 from peftviz import build_classifier, tiny_encoder
@@ -24,3 +31,24 @@ def padded_batch(lengths=(9, 5), seed: int = 0):
     for row, n in enumerate(lengths):
         mask[row, :n] = 1
     return ids, mask
+
+
+def charts(at) -> dict[str, dict]:
+    """The plotly charts a Streamlit AppTest shows, in page order, by widget key: key -> the chart's JSON
+    spec ("data", "layout", ...) with its plotly config under "config". Every chart must have a unique key."""
+    found = {}
+    for element in at.get("plotly_chart"):
+        key = element.key
+        assert key is not None and key not in found, f"plotly chart without a unique widget key: {key!r}"
+        found[key] = json.loads(element.proto.spec) | {"config": json.loads(element.proto.config)}
+    return found
+
+
+def plotly_array(value) -> np.ndarray:
+    """An array of a plotly JSON spec: a plain list, or a typed array {"dtype", "bdata" (base64), "shape"}
+    as plotly writes numpy arrays (no "shape" for 1-d)."""
+    if isinstance(value, dict) and "bdata" in value:
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        return flat if shape is None else flat.reshape([int(n) for n in str(shape).split(",")])
+    return np.asarray(value)

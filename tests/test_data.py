@@ -1,7 +1,6 @@
 """peftviz.data: the bbc-news corpus, local files and folders, the hub datasets, and every DataError."""
 
 import json
-import time
 from collections import Counter
 
 import datasets
@@ -48,8 +47,14 @@ def test_bbc_sizes_names_and_dedup(bbc):
     assert bbc.name == "bbc-news" and bbc.label_names == BBC_NAMES and bbc.num_labels == 5
     assert len(list(data_module.bbc_folder().glob("*/*.txt"))) == 2225
     sizes = describe(bbc)
-    assert sizes == {"name": "bbc-news", "num_labels": 5, "label_names": BBC_NAMES,
-                     "train": 1701, "validation": 213, "test": 213}
+    assert sizes == {
+        "name": "bbc-news",
+        "num_labels": 5,
+        "label_names": BBC_NAMES,
+        "train": 1701,
+        "validation": 213,
+        "test": 213,
+    }
     all_texts = [t for s in SPLITS for t in texts_of(bbc, s)]
     assert len(all_texts) == len(set(all_texts)) == 2127  # 98 exact duplicates dropped
     assert all(t and t == t.strip() for t in all_texts)
@@ -68,10 +73,10 @@ def test_bbc_splits_are_80_10_10_stratified_and_disjoint(bbc):
     assert not (sets[0] & sets[1] or sets[0] & sets[2] or sets[1] & sets[2])
 
 
-def test_bbc_is_deterministic_per_seed_and_fast(bbc):
-    start = time.perf_counter()
+def test_bbc_is_deterministic_per_seed_and_reads_the_corpus_once(bbc, monkeypatch):
+    # the bbc fixture read the 2225 files; later loads split the kept corpus (benchmarks/data_load.py times both)
+    monkeypatch.setattr(data_module, "_read_folder", lambda folder: pytest.fail(f"read {folder} again"))
     again = load_data(BUILTIN, seed=0)
-    assert time.perf_counter() - start < 1.0
     other = load_data(BUILTIN, seed=1)
     for split in SPLITS:
         assert texts_of(again, split) == texts_of(bbc, split)
@@ -100,8 +105,9 @@ def rows(classes=("neg", "pos", "neu"), per_class=10):
 
 
 def write_csv(path, records, columns=("text", "label")):
-    lines = [",".join(columns)] + [",".join(json.dumps(r[c]) if isinstance(r[c], str) else str(r[c])
-                                            for c in columns) for r in records]
+    lines = [",".join(columns)] + [
+        ",".join(json.dumps(r[c]) if isinstance(r[c], str) else str(r[c]) for c in columns) for r in records
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -134,8 +140,9 @@ def test_file_with_split_column_keeps_it(tmp_path, kind):
     (write_csv(path, records, ("text", "label", "split")) if kind == "csv" else write_jsonl(path, records))
     data = load_data(str(path))
     for split in SPLITS:
-        assert sorted(named_labels(data, split)) == sorted((r["text"], r["label"]) for r in records
-                                                           if r["split"] == split)
+        assert sorted(named_labels(data, split)) == sorted(
+            (r["text"], r["label"]) for r in records if r["split"] == split
+        )
 
 
 def test_split_column_without_validation_carves_it_from_train(tmp_path):
@@ -285,12 +292,20 @@ def test_20newsgroups(monkeypatch):
 
 def test_hyperpartisan(monkeypatch):
     n = 30
-    train = datasets.Dataset.from_dict({
-        "text": [f"<p>article {i}</p>" for i in range(n)], "title": [f"title {i}" for i in range(n)],
-        "hyperpartisan": [i % 3 == 0 for i in range(n)], "url": ["u"] * n, "published_at": ["2017"] * n,
-    })
-    fake_hub(monkeypatch, ("SemEvalWorkshop/hyperpartisan_news_detection", "byarticle"),
-             datasets.DatasetDict({"train": train}))
+    train = datasets.Dataset.from_dict(
+        {
+            "text": [f"<p>article {i}</p>" for i in range(n)],
+            "title": [f"title {i}" for i in range(n)],
+            "hyperpartisan": [i % 3 == 0 for i in range(n)],
+            "url": ["u"] * n,
+            "published_at": ["2017"] * n,
+        }
+    )
+    fake_hub(
+        monkeypatch,
+        ("SemEvalWorkshop/hyperpartisan_news_detection", "byarticle"),
+        datasets.DatasetDict({"train": train}),
+    )
     data = load_data("hyperpartisan")
     assert_well_formed(data)
     assert data.label_names == ["not-hyperpartisan", "hyperpartisan"]
@@ -302,11 +317,14 @@ def test_hyperpartisan(monkeypatch):
 def test_arxiv_keeps_its_three_splits(monkeypatch):
     names = ["math.AC", "cs.CV", "cs.AI", "cs.SY", "math.GR", "cs.CE", "cs.PL", "cs.IT", "cs.DS", "cs.NE", "math.ST"]
     features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=names)})
-    raw = datasets.DatasetDict({
-        s: datasets.Dataset.from_dict({"text": [f"{s} paper {i}" for i in range(11)], "label": list(range(11))},
-                                      features=features)
-        for s in SPLITS
-    })
+    raw = datasets.DatasetDict(
+        {
+            s: datasets.Dataset.from_dict(
+                {"text": [f"{s} paper {i}" for i in range(11)], "label": list(range(11))}, features=features
+            )
+            for s in SPLITS
+        }
+    )
     fake_hub(monkeypatch, ("ccdv/arxiv-classification", None), raw)
     data = load_data("arxiv")
     assert_well_formed(data)
@@ -318,22 +336,31 @@ def test_arxiv_keeps_its_three_splits(monkeypatch):
 
 def glue(columns: dict, names: list[str], n_train=20, n_val=6) -> datasets.DatasetDict:
     """A GLUE-shaped DatasetDict: ClassLabel labels, an idx column, and a test set with labels -1."""
-    features = datasets.Features({**{c: datasets.Value("string") for c in columns},
-                                  "label": datasets.ClassLabel(names=names), "idx": datasets.Value("int32")})
+    features = datasets.Features(
+        {
+            **{c: datasets.Value("string") for c in columns},
+            "label": datasets.ClassLabel(names=names),
+            "idx": datasets.Value("int32"),
+        }
+    )
 
     def part(split, n, hidden=False):
         values = {c: [f"{split} {c} {i}" for i in range(n)] for c in columns}
         labels = [-1] * n if hidden else [i % 2 for i in range(n)]
         return datasets.Dataset.from_dict({**values, "label": labels, "idx": list(range(n))}, features=features)
 
-    return datasets.DatasetDict({"train": part("train", n_train), "validation": part("validation", n_val),
-                                 "test": part("test", 4, hidden=True)})
+    return datasets.DatasetDict(
+        {"train": part("train", n_train), "validation": part("validation", n_val), "test": part("test", 4, hidden=True)}
+    )
 
 
-@pytest.mark.parametrize("name,columns,names", [
-    ("sst2", ["sentence"], ["negative", "positive"]),
-    ("rte", ["sentence1", "sentence2"], ["entailment", "not_entailment"]),
-])
+@pytest.mark.parametrize(
+    "name,columns,names",
+    [
+        ("sst2", ["sentence"], ["negative", "positive"]),
+        ("rte", ["sentence1", "sentence2"], ["entailment", "not_entailment"]),
+    ],
+)
 def test_glue_uses_validation_as_test(monkeypatch, name, columns, names):
     raw = glue(columns, names)
     fake_hub(monkeypatch, ("glue", name), raw)
@@ -354,7 +381,7 @@ def test_glue_uses_validation_as_test(monkeypatch, name, columns, names):
         assert "train sentence1 0\ntrain sentence2 0" in carved
 
 
-def test_hub_unavailable_offline_fails_fast(monkeypatch, tmp_path):
+def test_hub_unavailable_offline_fails_in_one_line(monkeypatch, tmp_path):
     # Offline mode and the caches are read when datasets / huggingface_hub are imported, so set the
     # module constants as well as the variables; the empty caches keep a user's real cache out of it.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -363,10 +390,8 @@ def test_hub_unavailable_offline_fails_fast(monkeypatch, tmp_path):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    start = time.perf_counter()
-    with pytest.raises(DataError) as info:
+    with pytest.raises(DataError) as info:  # how long that takes: benchmarks/data_load.py
         load_data("sst2")
-    assert time.perf_counter() - start < 5.0
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith("cannot load 'sst2' (glue/sst2) from the Hugging Face hub or its cache: ")

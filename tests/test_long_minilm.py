@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, LongformerModel
 
-from peftviz import long_minilm, runs
+from peftviz import long_minilm
 from peftviz.backbones import minilm_path
 from peftviz.long_minilm import (
     DEFAULT_MAX_POSITIONS,
@@ -122,7 +122,7 @@ def test_long_minilm_matches_minilm_on_a_text_inside_the_window(built, bert):
 
 
 def test_long_minilm_path_builds_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(runs, "CACHE_DIR", tmp_path)  # the default cache is read at call time
+    monkeypatch.setenv("PEFTVIZ_CACHE", str(tmp_path))  # the cache folder is read at call time
     folder = long_minilm_path(POSITIONS, 128)
     assert folder == tmp_path / "models" / f"long-minilm-{POSITIONS}-w128"
     assert (folder / "config.json").is_file()

@@ -114,28 +114,27 @@ def test_logits_do_not_change_when_batched_with_a_longer_example(family, method,
 
 @pytest.mark.parametrize("method", list(METHODS))
 def test_recorded_attention_covers_prefix_and_sequence_keys(method):
-    j = 4
-    options = {} if method in ("fine-tuning", "tiny-attention") else {"prefix_length": j}
-    model = tiny_classifier(method, **options)
+    model = tiny_classifier(method)
     ids, mask = padded_batch(lengths=(9, 5))
     with torch.no_grad():
         out = model(ids, mask, output_attentions=True)
         plain = model(ids, mask).logits
     torch.testing.assert_close(out.logits, plain)  # recording changes nothing
-    n_keys = {"fine-tuning": 0, "tiny-attention": 0}.get(method, j)
-    n_queries = j if "propagation" in method else 0
+    n_keys = model.method.new_context(1).n_prefix  # prefix keys in front of the sequence's
+    n_queries = model.method.n_prefix_queries
+    assert (n_keys > 0) == model.method.prefix_keys
     assert out.n_prefix_queries == n_queries
     assert len(out.attentions) == L
     for weights in out.attentions:
         assert weights.shape == (2, 4, n_queries + 9, n_keys + 9)
         assert weights[1, :, :, n_keys + 5 :].abs().max() == 0  # padded keys get no weight
-        if method != "kernel-prefix-propagation":  # the kernel form's rows sum to 1 + α
+        if model.method.trained_alpha(model.method.config) is None:  # the kernel form's rows sum to 1 + α
             torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
 
 
 def test_unknown_method_and_option_are_named():
-    with pytest.raises(ValueError, match="unknown method 'lora'"):
-        tiny_classifier("lora")
+    with pytest.raises(ValueError, match="unknown method 'no-such-method'"):
+        tiny_classifier("no-such-method")
     with pytest.raises(ValueError, match="prefix_len"):
         tiny_classifier("prefix-tuning", prefix_len=3)
 

@@ -1,7 +1,5 @@
 """The Attention page: its analysis on tiny models, its figures' data, and the page on the smoke store."""
 
-import base64
-import json
 import shutil
 from pathlib import Path
 
@@ -15,12 +13,14 @@ from peftviz.analysis import attention as analysis
 from peftviz.figures import attention as figures
 from peftviz.longformer import BandedAttention
 from peftviz.runs import list_runs
-from peftviz.train import load_trained
+from peftviz.inference import load_trained
+from tests.helpers import charts, plotly_array
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages/3_Attention.py")
 J = 4  # prefix length of the unit-test models
-WORDS = "the quick brown fox jumps over the lazy dog while markets in london closed higher on friday".split()
+SENTENCE = "the quick brown fox jumps over the lazy dog while markets in london closed higher on friday"
+WORDS = SENTENCE.split()
 LONG_TEXT = " ".join(WORDS[i % len(WORDS)] for i in range(400))  # 400+ tokens
 
 
@@ -227,24 +227,6 @@ def test_prefix_rows_and_profile_figures(long_doc):
 # the page
 
 
-def decode(value) -> np.ndarray:
-    """A plotly JSON array: a list, or a typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(value, dict):
-        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        return array.reshape([int(n) for n in str(value.get("shape", len(array))).split(",")])
-    return np.asarray(value)
-
-
-def charts(at) -> dict[str, dict]:
-    """The page's plotly charts by the start of their title: {"Prefix mass λ": spec, "Layer": spec, ...}."""
-    found = {}
-    for element in at.get("plotly_chart"):
-        spec = json.loads(element.proto.spec)
-        title = spec["layout"]["title"]["text"]
-        found[title.split(" ")[0] if title.startswith("Layer") else title.split(" (")[0]] = spec
-    return found
-
-
 def select_run(at, label: str) -> None:
     box = at.selectbox(key="attention_run")
     box.select_index(next(i for i, option in enumerate(box.options) if option.startswith(f"{label} ·"))).run()
@@ -265,10 +247,9 @@ def test_page_on_a_prefix_propagation_run(app_store):
     select_run(at, "prefix-propagation")
     assert_clean(at)
     shown = charts(at)
-    assert set(shown) == {"Prefix mass λ(C) per layer and head", "Prefix mass along the document", "Layer",
-                          "What the prefix positions attend to"}  # fmt: skip
-    grid_before = decode(shown["Prefix mass λ(C) per layer and head"]["data"][0]["z"])
-    tokens_before = decode(shown["Layer"]["data"][0]["z"])
+    assert set(shown) == {"grid", "profile", "tokens", "prefix_rows"}  # λ(C) grid and profile, tokens, prefix rows
+    grid_before = plotly_array(shown["grid"]["data"][0]["z"])
+    tokens_before = plotly_array(shown["tokens"]["data"][0]["z"])
     assert grid_before.shape == (2, 4)
 
     widget(at.selectbox, "Layer").select_index(1)
@@ -277,9 +258,9 @@ def test_page_on_a_prefix_propagation_run(app_store):
     at.run()
     assert_clean(at)
     shown = charts(at)
-    grid = decode(shown["Prefix mass λ(C) per layer and head"]["data"][0]["z"])
-    heatmap = shown["Layer"]
-    tokens = decode(heatmap["data"][0]["z"])
+    grid = plotly_array(shown["grid"]["data"][0]["z"])
+    heatmap = shown["tokens"]
+    tokens = plotly_array(heatmap["data"][0]["z"])
     assert grid.shape == (2, 4) and not np.allclose(grid, grid_before)
     assert not np.array_equal(tokens, tokens_before)
     assert heatmap["layout"]["title"]["text"].startswith("Layer 2, head 3")
@@ -287,7 +268,7 @@ def test_page_on_a_prefix_propagation_run(app_store):
     run = next(r for r in list_runs(app_store) if r.label == "prefix-propagation")
     j = run_prefix_length(run)
     model, tokenizer = load_trained(run)
-    doc = analysis.document_attention(model, tokenizer, analysis.validation_documents(run)[4], run.config["max_length"])
+    doc = analysis.document_attention(model, tokenizer, analysis.validation_documents(run)[4], run.config.max_length)
     np.testing.assert_allclose(grid, analysis.prefix_mass_grid(doc), atol=1e-6)
     matrix, row_labels, col_labels = analysis.token_window(doc, 1, 2, 0, 32, 32)
     np.testing.assert_allclose(tokens, matrix, atol=1e-6)
@@ -295,7 +276,7 @@ def test_page_on_a_prefix_propagation_run(app_store):
     assert heatmap["layout"]["xaxis"]["ticktext"] == col_labels
     assert heatmap["layout"]["yaxis"]["ticktext"] == row_labels
     assert col_labels[:j] == [f"P{i + 1}" for i in range(j)]
-    prefix_z = decode(shown["What the prefix positions attend to"]["data"][0]["z"])
+    prefix_z = plotly_array(shown["prefix_rows"]["data"][0]["z"])
     assert prefix_z.shape[0] == j
     assert len(at.dataframe) == 1
 
@@ -303,7 +284,7 @@ def test_page_on_a_prefix_propagation_run(app_store):
 def run_prefix_length(run) -> int:
     from peftviz.methods import METHODS
 
-    return METHODS[run.config["method"]].config_class.from_dict(run.config["method_options"]).prefix_length
+    return run.method_config.prefix_length
 
 
 def test_page_window_slider_moves_the_window(app_store):
@@ -313,8 +294,8 @@ def test_page_window_slider_moves_the_window(app_store):
     widget(at.slider, "Rows").set_value(5)
     at.run()
     assert_clean(at)
-    heatmap = charts(at)["Layer"]
-    assert decode(heatmap["data"][0]["z"]).shape[0] == 5
+    heatmap = charts(at)["tokens"]
+    assert plotly_array(heatmap["data"][0]["z"]).shape[0] == 5
     assert "tokens 10–14" in heatmap["layout"]["title"]["text"]
     assert any("1 + α" in c.value for c in at.caption)
 
@@ -326,14 +307,14 @@ def test_page_without_prefixes_says_so_and_draws_the_tokens(app_store, label):
     assert_clean(at)
     assert any("no prefix keys" in i.value for i in at.info)
     shown = charts(at)
-    assert list(shown) == ["Layer"]
-    assert "P1" not in shown["Layer"]["layout"]["xaxis"]["ticktext"]
+    assert list(shown) == ["tokens"]
+    assert "P1" not in shown["tokens"]["layout"]["xaxis"]["ticktext"]
 
 
 def test_page_on_an_empty_store(empty_store):
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception
-    assert at.info and not at.get("plotly_chart")
+    assert at.info and not charts(at)
 
 
 def test_page_on_a_run_with_broken_params(smoke_store, tmp_path, monkeypatch):
@@ -345,7 +326,7 @@ def test_page_on_a_run_with_broken_params(smoke_store, tmp_path, monkeypatch):
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception
     assert len(at.error) == 1 and "params.safetensors" in at.error[0].value
-    assert not at.get("plotly_chart")
+    assert not charts(at)
 
 
 @pytest.fixture(scope="module")
@@ -381,7 +362,9 @@ def test_page_on_a_longformer_run_draws_banded_attention(longformer_store, monke
     doc = analysis.document_attention(model, tokenizer, texts[longest], 600)
     assert isinstance(doc.attentions[0], BandedAttention)
     shown = charts(at)
-    np.testing.assert_allclose(decode(shown["Layer"]["data"][0]["z"]), analysis.token_window(doc, 0, 0, 300, 32, 32)[0], atol=1e-6)
+    np.testing.assert_allclose(
+        plotly_array(shown["tokens"]["data"][0]["z"]), analysis.token_window(doc, 0, 0, 300, 32, 32)[0], atol=1e-6
+    )
     window = model.encoder.config.attention_window[0] // 2
     matrix = analysis.token_window(doc, 0, 0, 300, 32, 32)[0][:, run_prefix_length(run) :]  # keys 268 … 363
     far = np.abs(np.arange(300, 332)[:, None] - np.arange(268, 364)[None, :]) > window
@@ -393,13 +376,13 @@ def test_page_on_your_own_text(app_store):
     select_run(at, "prefix-propagation")
     at.radio[0].set_value("your own text").run()
     assert_clean(at)
-    assert any("Paste a text" in i.value for i in at.info) and not at.get("plotly_chart")
+    assert any("Paste a text" in i.value for i in at.info) and not charts(at)
     at.text_area[0].input("   ").run()
     assert any("Paste a text" in i.value for i in at.info)
     at.text_area[0].input("shares in the bank rose after the results " * 3).run()
     assert_clean(at)
     assert any("gold: unknown" in c.value for c in at.caption)
-    assert "Layer" in charts(at)
+    assert "tokens" in charts(at)
 
 
 def test_page_picker_tells_the_seeds_of_a_group_apart(app_seeds_store):
@@ -417,8 +400,8 @@ def test_page_picker_tells_the_seeds_of_a_group_apart(app_seeds_store):
     grids = {}
     for member in (r for r in list_runs(app_seeds_store) if r.label == "prefix-propagation"):
         model, tokenizer = load_trained(member)
-        text, max_length = analysis.validation_documents(member)[0], member.config["max_length"]
+        text, max_length = analysis.validation_documents(member)[0], member.config.max_length
         grids[member.seed] = analysis.prefix_mass_grid(analysis.document_attention(model, tokenizer, text, max_length))
-    shown = decode(charts(at)["Prefix mass λ(C) per layer and head"]["data"][0]["z"])
+    shown = plotly_array(charts(at)["grid"]["data"][0]["z"])
     np.testing.assert_allclose(shown, grids[1], atol=1e-6)  # the seed-1 run's attention, not seed 0's
     assert not np.allclose(grids[0], grids[1], atol=1e-4)

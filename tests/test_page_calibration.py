@@ -5,7 +5,6 @@ all confidences sit in one equal-width bin. That is fine for what is checked her
 identities, figure data against tables); the equal-mass scheme spreads them over every bin.
 """
 
-import json
 import shutil
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from peftviz import calibration, estimators
 from peftviz.analysis import calibration as analysis
 from peftviz.figures import calibration as figures
 from peftviz.runs import Run, RunError, group_runs, list_runs, load_run
+from tests.helpers import charts
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages/2_Calibration.py")
@@ -140,16 +140,12 @@ def test_recalibration_figure_shows_before_and_after(run):
 # ---------------------------------------------------------------- the page
 
 
-def charts(at) -> dict[str, list[dict]]:
-    """The page's plotly charts by kind (the start of their key), each as its JSON spec with its config."""
+def charts_by_kind(at) -> dict[str, list[dict]]:
+    """The page's plotly charts by kind, the start of their widget key: "reliability" (one per run, keyed
+    reliability-<run>), "smooth", "ece", "differences", "recalibration"; each as its JSON spec with its config."""
     found = {}
-    for element in at.get("plotly_chart"):
-        spec = json.loads(element.proto.spec) | {"config": json.loads(element.proto.config)}
-        title = spec["layout"]["title"]["text"]
-        kind = ("ece" if title.startswith("ECE") else "smooth" if title.startswith("Smooth")
-                else "differences" if "differences between" in title else "recalibration" if "fitted on" in title
-                else "reliability")  # fmt: skip
-        found.setdefault(kind, []).append(spec)
+    for key, spec in charts(at).items():
+        found.setdefault(key.split("-")[0], []).append(spec)
     return found
 
 
@@ -179,7 +175,7 @@ def page(app_store):
 def test_page_draws_every_section_without_errors(page):
     assert not page.exception and not page.error
     assert page.radio(key="calibration_show").value == "single runs"  # one seed per setting in the smoke store
-    found = charts(page)
+    found = charts_by_kind(page)
     assert len(found["reliability"]) == 6  # the default: at most six complete runs
     assert len(found["ece"]) == len(found["smooth"]) == len(found["recalibration"]) == len(found["differences"]) == 1
     assert len(found["ece"][0]["data"]) == 18  # band edges and line per run
@@ -193,12 +189,12 @@ def test_page_draws_every_section_without_errors(page):
 
 
 def test_every_chart_downloads_as_svg_or_png_with_its_numbers_as_csv(page):
-    specs = [spec for kind in charts(page).values() for spec in kind]
+    specs = list(charts(page).values())
     assert {spec["config"]["toImageButtonOptions"]["format"] for spec in specs} == {"svg"}
     csv_buttons = [b for b in page.get("download_button") if b.proto.label == "CSV"]
     assert len(csv_buttons) == len(specs)
     page.sidebar.radio(key="chart_image_format").set_value("png").run()
-    specs = [spec for kind in charts(page).values() for spec in kind]
+    specs = list(charts(page).values())
     assert {spec["config"]["toImageButtonOptions"]["format"] for spec in specs} == {"png"}
     assert all(spec["config"]["toImageButtonOptions"]["scale"] == 2 for spec in specs)
 
@@ -206,22 +202,22 @@ def test_every_chart_downloads_as_svg_or_png_with_its_numbers_as_csv(page):
 def test_page_follows_its_widgets(page):
     page.slider(key="calibration_bins").set_value(15).run()
     assert not page.exception
-    for spec in charts(page)["reliability"]:
+    for spec in charts_by_kind(page)["reliability"]:
         assert len(bars(spec, "accuracy")[0]["x"]) == 15
 
     page.radio(key="calibration_scheme").set_value("mass").run()
     assert not page.exception
-    for spec in charts(page)["reliability"]:
+    for spec in charts_by_kind(page)["reliability"]:
         assert sorted(set(bars(spec, "count")[0]["y"])) == [8]  # 120 examples in 15 equal-mass bins
-    assert "equal-mass" in charts(page)["ece"][0]["layout"]["title"]["text"]
+    assert "equal-mass" in charts_by_kind(page)["ece"][0]["layout"]["title"]["text"]
 
     page.slider(key="calibration_epoch").set_value(1).run()
-    assert all(" · epoch 1<br>" in spec["layout"]["title"]["text"] for spec in charts(page)["reliability"])
+    assert all(" · epoch 1<br>" in spec["layout"]["title"]["text"] for spec in charts_by_kind(page)["reliability"])
 
     units = page.multiselect(key="calibration_units_False")
     units.set_value(units.value[:2]).run()
     assert not page.exception and not page.error
-    assert len(charts(page)["reliability"]) == 2 and len(charts(page)["ece"][0]["data"]) == 6
+    assert len(charts_by_kind(page)["reliability"]) == 2 and len(charts_by_kind(page)["ece"][0]["data"]) == 6
     assert len(table(page, "unit")) == 2
 
 
@@ -244,7 +240,7 @@ def test_page_on_an_empty_store_says_so(empty_store):
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception and not at.error
     assert at.info and "No runs" in at.info[0].value
-    assert not at.get("plotly_chart")
+    assert not charts(at)
 
 
 @pytest.fixture
@@ -274,11 +270,13 @@ def test_page_shows_unfinished_runs_and_skips_corrupt_ones(mixed_store):
     at = AppTest.from_file(PAGE, default_timeout=300).run()
     assert not at.exception and not at.error
     assert any("Skipped unreadable runs: broken" in caption.value for caption in at.caption)
-    at.multiselect(key="calibration_units_False").set_value([run.name for run in list_runs() if run.status != "corrupt"]).run()
+    at.multiselect(key="calibration_units_False").set_value(
+        [run.name for run in list_runs() if run.status != "corrupt"]
+    ).run()
     assert not at.exception and not at.error
-    titles = [spec["layout"]["title"]["text"] for spec in charts(at)["reliability"]]
+    titles = [spec["layout"]["title"]["text"] for spec in charts_by_kind(at)["reliability"]]
     assert len(titles) == 2 and any("(incomplete) · epoch 1<br>" in title for title in titles)  # slider at 2
-    assert len(charts(at)["recalibration"]) == 1
+    assert len(charts_by_kind(at)["recalibration"]) == 1
     assert len(at.selectbox(key="recalibration_run").options) == 1  # only the finished run has test predictions
     # the comparison judges test predictions, which the killed run lacks: it is left out, and the page says so
     assert len(table(at, "unit")) == 1
@@ -312,14 +310,16 @@ def test_a_store_with_seeds_opens_on_groups_with_their_mean_interval_and_pairs(g
     a, b = "prefix-tuning", "prefix-propagation"
     row = pairs[pairs["pair"].isin([f"{a} − {b}", f"{b} − {a}"])].iloc[0]
     first, second = row["pair"].split(" − ")
-    brier = [np.mean([calibration.brier(*r.predictions("test")) for r in groups[name].runs]) for name in (first, second)]
+    brier = [
+        np.mean([calibration.brier(*r.predictions("test")) for r in groups[name].runs]) for name in (first, second)
+    ]
     assert row["brier"].rstrip(" *") == f"{brier[0] - brier[1]:+.4f}"
 
 
 def test_a_groups_ece_band_is_the_t_interval_over_its_seeds(group_page):
     from scipy import stats as scipy_stats
 
-    spec = charts(group_page)["ece"][0]
+    spec = charts_by_kind(group_page)["ece"][0]
     groups = {g.label: g for g in group_runs(list_runs())}
     group = groups["prefix-propagation"]
     traces = {trace["name"]: trace for trace in spec["data"]}
@@ -350,7 +350,9 @@ def test_recalibration_is_fitted_on_validation_and_judged_on_test_with_every_est
         assert rows.loc["ece", "value"] == pytest.approx(calibration.ece(probs, test_labels), abs=1e-12)
         assert rows.loc["nll", "value"] == pytest.approx(calibration.nll(probs, test_labels), abs=1e-12)
     wide = analysis.recalibration_wide(table)
-    assert list(wide["metric"]) == ["ECE (equal width)", "NLL"] and list(wide.columns)[1:] == list(table["map"].unique())
+    assert list(wide["metric"]) == ["ECE (equal width)", "NLL"] and list(wide.columns)[1:] == list(
+        table["map"].unique()
+    )
 
 
 def test_a_figures_csv_holds_every_drawn_point(run):

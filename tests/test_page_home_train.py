@@ -78,7 +78,7 @@ def test_train_page_trains_a_smoke_run_in_the_background(empty_store):
         time.sleep(0.2)
     assert job.status == "done", job.error
     (run,) = job.runs
-    assert run.status == "complete" and run.config["method"] == "prefix-tuning" and run.path.parent == empty_store
+    assert run.status == "complete" and run.config.method == "prefix-tuning" and run.path.parent == empty_store
 
 
 def test_a_second_tab_gets_the_running_job_instead_of_starting_another(tmp_path, monkeypatch):

@@ -16,7 +16,8 @@ from peftviz import calibration
 from peftviz.__main__ import main
 from peftviz.config import comparison, preset_config
 from peftviz.runs import list_runs, load_run
-from peftviz.train import load_trained, make_loader, predict, run_data, tokenize, train
+from peftviz.inference import load_trained, make_loader, predict, run_data, tokenize
+from peftviz.train import train
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,17 +61,17 @@ def test_stored_ece_equals_ece_recomputed_from_stored_predictions(smoke_runs):
             with np.load(path, allow_pickle=False) as npz:
                 probs, labels = npz["probs"], npz["labels"]
             assert probs.dtype.kind == "f" and labels.dtype.kind == "i" and probs.shape == (len(labels), 5)
-            assert record["ece"] == calibration.ece(probs, labels, n_bins=run.config["ece_bins"])
+            assert record["ece"] == calibration.ece(probs, labels, n_bins=run.config.ece_bins)
             assert record["accuracy"] == calibration.accuracy(probs, labels)
 
 
 def test_four_heads_start_from_the_one_head_run_and_report_averaging(smoke_runs):
     _, runs, _ = smoke_runs
     one_head, four_heads = runs[-2], runs[-1]
-    assert four_heads.config["method_options"]["init_from"] == str(one_head.params_path)
+    assert four_heads.config.method_options["init_from"] == str(one_head.params_path)
     averaged = four_heads.summary["averaged"]
-    assert averaged["parameters"]["method"] == one_head.config["parameters"]["method"]
-    assert four_heads.config["parameters"]["method"] == 4 * one_head.config["parameters"]["method"]
+    assert averaged["parameters"]["method"] == one_head.parameters["method"]
+    assert four_heads.parameters["method"] == 4 * one_head.parameters["method"]
     probs, _ = four_heads.predictions("averaged")
     assert probs.shape[1] == 5 and 0 <= averaged["validation"]["ece"] <= 1
 
@@ -87,7 +88,7 @@ def test_rebuilt_model_reproduces_the_stored_predictions(smoke_runs):
     _, runs, _ = smoke_runs
     for run in runs[:5]:  # the averaged run's params are its four heads before averaging
         model, tokenizer = load_trained(run, device="cpu")
-        examples = tokenize(run_data(run).splits["validation"], tokenizer, run.config["max_length"])
+        examples = tokenize(run_data(run).splits["validation"], tokenizer, run.config.max_length)
         probs, labels = predict(model, make_loader(examples, 8, tokenizer.pad_token_id), torch.device("cpu"))
         stored_probs, stored_labels = run.predictions(run.best_epoch)
         np.testing.assert_array_equal(labels, stored_labels)
@@ -197,7 +198,7 @@ def test_cli_runs_lists_the_store(smoke_runs, capsys):
 
 
 def test_cuda_is_picked_when_present(monkeypatch):
-    from peftviz.train import pick_device
+    from peftviz.inference import pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert pick_device("auto").type == "cuda"

@@ -26,9 +26,10 @@ from functools import cached_property
 import numpy as np
 import torch
 
+from peftviz.errors import ConfigError
+from peftviz.inference import run_data
 from peftviz.longformer import BandedAttention, key_mass, query_rows, row_sums
 from peftviz.runs import Run
-from peftviz.train import run_data
 
 MAX_ROWS = 64  # query tokens in a token window
 MAX_COLUMNS = 160  # prefix keys + key tokens in a token window
@@ -250,7 +251,7 @@ def prefix_rows(doc: DocumentAttention, layer: int, head: int, top_k: int = 5, b
     Raises ValueError for a run whose prefixes are not positions (no prefix queries).
     """
     if doc.n_prefix_queries == 0:
-        raise ValueError("this run has no prefix positions: only prefix-propagation's prefixes are queries")
+        raise ConfigError("this run has no prefix positions: only prefixes that are positions of their own have queries")
     j = doc.n_prefix_keys
     shares = _shares(doc.prefix_queries(layer)[head])  # (j, Tk)
     text = shares[:, j:]  # (j, T)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from peftviz import calibration, estimators, recalibration, stats
+from peftviz.errors import ConfigError
 from peftviz.estimators import SmoothDiagram
 from peftviz.runs import Group, Run, RunError
 
@@ -49,8 +50,8 @@ def default_selection(runs: list[Run], limit: int = 6) -> list[Run]:
     pool = [run for run in runs if run.status == "complete"] or runs
     if not pool:
         return []
-    dataset, _ = Counter(run.config.get("dataset") for run in pool).most_common(1)[0]
-    return [run for run in pool if run.config.get("dataset") == dataset][:limit]
+    dataset, _ = Counter(run.config.dataset for run in pool).most_common(1)[0]
+    return [run for run in pool if run.config.dataset == dataset][:limit]
 
 
 def finished_epochs(run: Run) -> list[int]:
@@ -159,7 +160,7 @@ def _fit_map(method: str, val_probs, val_labels):
     if method == "none":
         return None
     if method not in recalibration.RECALIBRATORS:
-        raise ValueError(f"unknown recalibration {method!r}; choose one of {', '.join(RECALIBRATION_NAMES)}")
+        raise ConfigError(f"unknown recalibration {method!r}; choose one of {', '.join(RECALIBRATION_NAMES)}")
     return recalibration.RECALIBRATORS[method].fit(val_probs, val_labels)
 
 

@@ -34,6 +34,7 @@ import pandas as pd
 
 from peftviz import estimators, stats
 from peftviz.analysis.calibration import resolve
+from peftviz.errors import ConfigError
 from peftviz.runs import Group, Run, RunError, group_runs
 from peftviz.tables import format_table
 
@@ -59,7 +60,7 @@ def check_metrics(metrics) -> tuple[str, ...]:
     metrics = tuple(metrics or estimators.DEFAULT_METRICS)
     unknown = [name for name in metrics if name not in estimators.ESTIMATORS]
     if unknown:
-        raise ValueError(f"unknown metric(s) {', '.join(unknown)}; choose from {', '.join(estimators.ESTIMATORS)}")
+        raise ConfigError(f"unknown metric(s) {', '.join(unknown)}; choose from {', '.join(estimators.ESTIMATORS)}")
     return metrics
 
 
@@ -169,7 +170,7 @@ def compare_groups(groups: list[Group], settings: Settings, metrics=None, progre
     """Estimate every run of every group once, then summarise and compare. progress(done, total) if given."""
     metrics = check_metrics(metrics)
     if not groups:
-        raise ValueError("nothing to compare: no runs or groups with finished epochs")
+        raise ConfigError("nothing to compare: no runs or groups with finished epochs")
     runs = [run for group in groups for run in group.runs]
     estimates = {}
     for done, run in enumerate(runs):
@@ -247,10 +248,10 @@ def markdown(comparison: Comparison) -> str:
 
 def _one_data_split(groups: list[Group]) -> None:
     """Every unit must be judged on the same examples: same dataset, data seed and limit."""
-    splits = {(run.config.get("dataset"), run.data_seed, run.config.get("limit")) for g in groups for run in g.runs}
+    splits = {(run.config.dataset, run.data_seed, run.config.limit) for g in groups for run in g.runs}
     if len(splits) > 1:
         shown = "; ".join(f"{d} (data seed {s}, limit {n})" for d, s, n in sorted(splits, key=str))
-        raise ValueError(f"these runs were evaluated on different data, so they cannot be compared: {shown}")
+        raise ConfigError(f"these runs were evaluated on different data, so they cannot be compared: {shown}")
 
 
 def select_units(runs: list[Run], names: list[str] | None = None) -> list[Group]:
@@ -260,7 +261,7 @@ def select_units(runs: list[Run], names: list[str] | None = None) -> list[Group]
     if not names:
         if not groups:
             return []
-        split_of = {g.key: (g.runs[0].config.get("dataset"), g.runs[0].data_seed, g.runs[0].config.get("limit")) for g in groups}
+        split_of = {g.key: (g.runs[0].config.dataset, g.runs[0].data_seed, g.runs[0].config.limit) for g in groups}
         common = pd.Series(list(split_of.values())).value_counts().index[0]
         chosen = [g for g in groups if split_of[g.key] == common]
     else:
@@ -275,5 +276,5 @@ def _units_named(name: str, groups: list[Group]) -> list[Group]:
     by_label = [g for g in groups if g.label == name]
     found = by_key or by_run or by_label
     if not found:
-        raise ValueError(f"no group, run or method named {name!r} with finished epochs in the store")
+        raise ConfigError(f"no group, run or method named {name!r} with finished epochs in the store")
     return found

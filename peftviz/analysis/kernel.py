@@ -1,5 +1,9 @@
 """What the Kernel page computes: λ(C), the α sweep, and the kernel runs trained at each α.
 
+Which runs each part applies to, the methods say: λ(C) and the sweep apply to a method with an
+`alpha_sweep_method` (its parameters load into that method, which can evaluate under any α), the
+trained-α rows to a method with a `trained_alpha`.
+
 Prefix-propagation's attention splits into a sequence term and a prefix term (Li et al., ACL 2023,
 eq. 3 and appendix A). Plain softmax attention weights the prefix term by λ(C), each query's
 softmax mass on the prefix keys (eq. 6); the kernel form fixes that weight to a constant α.
@@ -17,25 +21,21 @@ No Streamlit and no plotting here: the page calls these and `peftviz.figures.ker
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 import torch
 
 from peftviz.config import TrainConfig, alpha_grid
+from peftviz.inference import evaluation_metrics, load_trained, predict, run_data, validation_loader
 from peftviz.longformer import key_mass
-from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID, KernelPrefixPropagationConfig
+from peftviz.methods import alpha_grid_method
+from peftviz.methods.kernel_prefix_propagation import EXACT
 from peftviz.model import PeftClassifier
 from peftviz.runs import Run, RunError, atomic_write, group_runs
 from peftviz.stats import LEVEL, t_interval
-from peftviz.train import evaluation_metrics, load_trained, make_loader, predict, run_data, tokenize
 
-PROPAGATION = "prefix-propagation"
-KERNEL = "kernel-prefix-propagation"
-PROPAGATION_METHODS = (PROPAGATION, KERNEL)
-EXACT = "exact"  # the α override that uses each query's own λ(C): plain prefix-propagation
 SWEEP_FILE = Path("analysis") / "alpha_sweep.json"  # inside the run folder
 SWEEP_FORMAT = 1
 GRID_PRESET = "quick"  # the page's "train at the grid" button trains this preset
@@ -50,10 +50,16 @@ SweepProgress = Callable[[int, int, str], None]  # (settings done, settings in a
 # which runs
 
 
+def sweepable(run: Run) -> bool:
+    """Whether λ(C) and the α sweep apply to the run's method."""
+    return run.config is not None and run.method_class.alpha_sweep_method is not None
+
+
 def propagation_runs(runs: list[Run]) -> list[Run]:
-    """The runs λ(C) and the α sweep apply to: prefix-propagation runs, then kernel runs, with parameters."""
-    usable = [run for run in runs if run.status != "corrupt" and run.params_path.exists()]
-    return [run for method in PROPAGATION_METHODS for run in usable if run.config.get("method") == method]
+    """The runs λ(C) and the α sweep apply to, with parameters: runs whose α is free first, then runs
+    trained at a fixed α."""
+    usable = [run for run in runs if run.status != "corrupt" and run.params_path.exists() and sweepable(run)]
+    return sorted(usable, key=lambda run: run.method_class.trained_alpha(run.method_config) is not None)
 
 
 def grid_configs() -> list[TrainConfig]:
@@ -61,33 +67,24 @@ def grid_configs() -> list[TrainConfig]:
     return alpha_grid(GRID_PRESET)
 
 
-def kernel_config(run: Run) -> KernelPrefixPropagationConfig:
-    """The kernel options of a kernel run, defaults filled in (so a run without "alpha" has 5e-3)."""
-    return KernelPrefixPropagationConfig.from_dict(_method_options(run))
+def grid_alphas() -> tuple[float, ...]:
+    return alpha_grid_method().alpha_grid
 
 
-def _method_options(run: Run) -> dict:
-    # init_from names the run a tiny-attention adapter started from; the params hold the result
-    return {k: v for k, v in run.config.get("method_options", {}).items() if k != "init_from"}
+def alpha_free(run: Run) -> bool:
+    """Whether the run's method weighs its prefixes by λ(C) itself (no α): its exact-λ(C) sweep row is the run."""
+    return run.method_class.trained_alpha(run.method_config) is None
+
+
+def fixed_alpha(run: Run) -> float | None:
+    """The α a run trained at, when it stayed fixed (None for free-α methods and trainable α)."""
+    options = run.method_config
+    alpha = run.method_class.trained_alpha(options)
+    return None if alpha is None or run.method_class.alpha_trains(options) else alpha
 
 
 # ---------------------------------------------------------------------------------------------
 # λ(C)
-
-
-@contextmanager
-def exact_alpha(model: PeftClassifier) -> Iterator[PeftClassifier]:
-    """A kernel model run with α = λ(C) (plain softmax) inside the block; other models unchanged."""
-    method = model.method
-    if not hasattr(method, "alpha_override"):
-        yield model
-        return
-    before = method.alpha_override
-    method.alpha_override = EXACT
-    try:
-        yield model
-    finally:
-        method.alpha_override = before
 
 
 @torch.no_grad()
@@ -103,7 +100,7 @@ def lambda_distribution(model: PeftClassifier, tokenizer, texts: list[str], max_
     batch = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
     mask = batch["attention_mask"].bool()  # (B, T)
     model.eval()
-    with exact_alpha(model):
+    with model.method.exact_prefix_mass():
         out = model(batch["input_ids"].to(device), batch["attention_mask"].to(device), output_attentions=True)
     T = mask.shape[1]
     per_layer = []
@@ -123,7 +120,7 @@ def validation_texts(run: Run, n_docs: int = N_LAMBDA_DOCS) -> list[str]:
 
 def run_lambda_distribution(run: Run, model: PeftClassifier, tokenizer, n_docs: int = N_LAMBDA_DOCS) -> np.ndarray:
     """λ(C) (layers, heads, N) of a run's model on the first `n_docs` validation documents."""
-    return lambda_distribution(model, tokenizer, validation_texts(run, n_docs), run.config["max_length"])
+    return lambda_distribution(model, tokenizer, validation_texts(run, n_docs), run.config.max_length)
 
 
 def lambda_summary(lam: np.ndarray) -> list[dict]:
@@ -148,43 +145,33 @@ def _quantile_row(layer: int, head: int | None, values: np.ndarray) -> dict:
 
 
 def sweep_model(run: Run, device: str = "auto") -> tuple[PeftClassifier, object]:
-    """(kernel model, tokenizer) with the run's trained parameters, ready for `alpha_override`.
+    """(model, tokenizer) with the run's trained parameters under its `alpha_sweep_method`, ready for `with_alpha`.
 
     A kernel run rebuilds as trained. A prefix-propagation run's parameters have the same names as
     the kernel method's, so they load into a kernel model built with the same prefix options.
     """
-    method = run.config.get("method")
-    if method not in (KERNEL, PROPAGATION):
-        raise ValueError(f"run {run.name} is {method}: the α sweep needs a prefix-propagation or kernel run")
-    return load_trained(run, device, method=KERNEL, optional=frozenset({"method.log_alpha"}))  # α is overridden
-
-
-def validation_loader(run: Run, tokenizer):
-    """The run's validation split, tokenized and batched as in training."""
-    config = run.config
-    examples = tokenize(run_data(run).splits["validation"], tokenizer, config["max_length"])
-    return make_loader(examples, config.get("batch_size", 16), tokenizer.pad_token_id)
+    if not sweepable(run):
+        raise RunError(f"run {run.name} is {run.config.method if run.config else '?'}: the α sweep does not apply")
+    # α is overridden, so a run trained without α loads all the same
+    return load_trained(run, device, method=run.method_class.alpha_sweep_method, optional=frozenset({"method.log_alpha"}))
 
 
 def evaluate_under_alpha(model: PeftClassifier, loader, alpha: float | str, n_bins: int) -> dict:
     """One sweep row: validation accuracy, ECE and NLL of a kernel model with α overridden."""
-    model.method.alpha_override = alpha
-    try:
+    with model.method.with_alpha(alpha):
         probs, labels = predict(model, loader, next(model.parameters()).device)
-    finally:
-        model.method.alpha_override = None
     metrics = evaluation_metrics(probs, labels, n_bins)
     return {"alpha": alpha, **{name: metrics[name] for name in SWEEP_METRICS}}
 
 
-def alpha_sweep(run: Run, alphas=ALPHA_GRID, progress: SweepProgress | None = None) -> list[dict]:
+def alpha_sweep(run: Run, alphas=None, progress: SweepProgress | None = None) -> list[dict]:
     """A run's validation metrics under each α of `alphas`, then under the exact λ(C).
 
     Rows {alpha (float, or "exact"), accuracy, ece, nll}. For a prefix-propagation run the exact
     row is the run itself. The result is stored in the run folder (analysis/alpha_sweep.json,
     keyed by the α list) and read back on the next call for the same α list and best epoch.
     """
-    alphas = [float(a) for a in alphas]
+    alphas = [float(a) for a in (alphas or grid_alphas())]
     cached = cached_alpha_sweep(run, alphas)
     if cached is not None:
         return cached
@@ -195,7 +182,7 @@ def alpha_sweep(run: Run, alphas=ALPHA_GRID, progress: SweepProgress | None = No
     rows = []
     for done, alpha in enumerate(settings):
         progress(done, len(settings), alpha_text(alpha))
-        rows.append(evaluate_under_alpha(model, loader, alpha, run.config.get("ece_bins", 10)))
+        rows.append(evaluate_under_alpha(model, loader, alpha, run.config.ece_bins))
     progress(len(settings), len(settings), "done")
     _store_sweep(run, alphas, rows)
     return rows
@@ -221,9 +208,9 @@ def _read_sweeps(run: Run) -> dict:
     return stored.get("sweeps", {})
 
 
-def cached_alpha_sweep(run: Run, alphas=ALPHA_GRID) -> list[dict] | None:
-    """The stored sweep of `alphas` for the run's current best epoch, or None."""
-    entry = _read_sweeps(run).get(_sweep_key(alphas))
+def cached_alpha_sweep(run: Run, alphas=None) -> list[dict] | None:
+    """The stored sweep of `alphas` (default: the paper's grid) for the run's current best epoch, or None."""
+    entry = _read_sweeps(run).get(_sweep_key(alphas or grid_alphas()))
     if not isinstance(entry, dict) or entry.get("best_epoch") != run.best_epoch:
         return None  # the parameters changed since (a run still training)
     return entry.get("rows")
@@ -255,38 +242,35 @@ def trained_alpha_rows(runs: list[Run]) -> list[dict]:
     plus kernels and trainable α when not the defaults: a plot draws one series per group),
     learned_alpha (per-layer α read from the params for trainable-α runs, else None).
     """
-    rows = [_trained_row(run) for run in runs if run.config.get("method") == KERNEL and run.metrics]
+    rows = [_trained_row(run) for run in runs if run.metrics]
     return sorted((row for row in rows if row is not None), key=lambda row: (row["group"], row["alpha"]))
 
 
 def _trained_row(run: Run) -> dict | None:
     if run.status == "corrupt":
         return None
-    try:
-        options = kernel_config(run)
-    except ValueError:  # options of another version of the method: not comparable
+    options = run.method_config
+    alpha = run.method_class.trained_alpha(options)
+    if alpha is None:
         return None
     best = run.best_metrics
     return {
-        "alpha": float(options.alpha),
+        "alpha": alpha,
         "accuracy": best.get("accuracy"),
         "ece": best.get("ece"),
         "label": run.label,
         "run": run.name,
         "seed": run.seed,
         "group": _group(run, options),
-        "learned_alpha": learned_alpha(run) if options.alpha_trainable else None,
+        "learned_alpha": learned_alpha(run) if run.method_class.alpha_trains(options) else None,
     }
 
 
-def _group(run: Run, options: KernelPrefixPropagationConfig) -> str:
-    config = run.config
-    parts = [str(config.get("model", "?")), str(config.get("dataset", "?"))]
-    if (options.kernel, options.sequence_kernel) != ("exp", "exp"):
-        parts.append(f"{options.kernel}/{options.sequence_kernel} kernels")
-    if options.alpha_trainable:
-        parts.append("trainable α")
-    return " · ".join(parts)
+def _group(run: Run, options) -> str:
+    """model · dataset, plus the method options (other than α) that differ from their defaults."""
+    defaults = type(options)().to_dict()
+    changed = [f"{name}={value}" for name, value in options.to_dict().items() if name != "alpha" and value != defaults[name]]
+    return " · ".join([run.config.model, run.config.dataset, *changed])
 
 
 def learned_alpha(run: Run) -> list[float] | None:

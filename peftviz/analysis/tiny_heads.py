@@ -27,16 +27,16 @@ SYMBOLS = {"query": "W_Q", "key": "W_K", "value": "W_V", "out": "O"}
 HeadWeights = dict[str, np.ndarray]  # "query"/"key"/"value": (M, D, H); "out": (M, H, D)
 
 
+def applies(run: Run) -> bool:
+    """Whether the run's method has heads to average (the tiny-attention adapter)."""
+    return run.config is not None and run.method_class.averages_heads
+
+
 def head_shape(run: Run) -> tuple[int, int]:
     """(M heads, D head size) from the run's method options, with the method's defaults."""
-    from peftviz.methods.tiny_attention import TinyAttentionConfig
-
-    if run.config.get("method") != "tiny-attention":
-        raise RunError(f"run {run.name} is {run.config.get('method', '?')}, not tiny-attention")
-    try:
-        options = TinyAttentionConfig.from_dict(run.config.get("method_options", {}))
-    except (TypeError, ValueError) as err:
-        raise RunError(f"run {run.name}: bad tiny-attention options: {err}") from err
+    if not applies(run):
+        raise RunError(f"run {run.name} is {run.config.method if run.config else '?'}: it has no heads to average")
+    options = run.method_config
     return options.n_heads, options.head_dim
 
 
@@ -70,7 +70,7 @@ def head_weights(run: Run) -> list[HeadWeights]:
     params = run.params()
     n_layers = sum(1 for key in params if key.startswith("method.adapters.") and key.endswith(".query.weight"))
     if n_layers == 0:
-        raise RunError(f"run {run.name}: params.safetensors holds no tiny-attention adapters")
+        raise RunError(f"run {run.name}: params.safetensors holds no adapter heads (method.adapters.*)")
     layers = []
     for layer in range(n_layers):
         try:
@@ -145,7 +145,7 @@ def _before(run: Run) -> dict:
         "validation ECE": best.get("ece"),
         "test accuracy": test.get("accuracy"),
         "test ECE": test.get("ece"),
-        "method parameters": run.config.get("parameters", {}).get("method"),
+        "method parameters": run.parameters.get("method"),
     }
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from peftviz.analysis.attention import MAX_COLUMNS, MAX_ROWS, MassProfile, PrefixRows
+from peftviz.errors import ConfigError
 
 COLOURS = "Viridis"
 ROW_PX = 16  # height of one token row
@@ -18,7 +19,7 @@ ROW_PX = 16  # height of one token row
 def _check_cells(matrix: np.ndarray) -> None:
     rows, columns = matrix.shape
     if rows > MAX_ROWS or columns > MAX_COLUMNS:
-        raise ValueError(f"{rows} × {columns} cells is too many to draw; at most {MAX_ROWS} × {MAX_COLUMNS}")
+        raise ConfigError(f"{rows} × {columns} cells is too many to draw; at most {MAX_ROWS} × {MAX_COLUMNS}")
 
 
 def _label_axis(labels: list[str], angle: int = 0) -> dict:

@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from peftviz.errors import ConfigError
+
 IMAGE_FORMATS = ("svg", "png")
 _POINT_FIELDS = ("x", "y", "base", "text")  # per-point arrays of bars and lines that carry numbers or labels
 
@@ -30,7 +32,7 @@ def file_stem(name: str) -> str:
 def toolbar_config(name: str, image_format: str = "svg") -> dict:
     """plotly.js config: the toolbar's camera button saves `<name>.svg` (or .png at scale 2)."""
     if image_format not in IMAGE_FORMATS:
-        raise ValueError(f"image format must be one of {', '.join(IMAGE_FORMATS)}, not {image_format!r}")
+        raise ConfigError(f"image format must be one of {', '.join(IMAGE_FORMATS)}, not {image_format!r}")
     return {
         "displaylogo": False,
         "toImageButtonOptions": {"format": image_format, "filename": file_stem(name), "scale": 2 if image_format == "png" else 1},

@@ -1,40 +1,79 @@
-"""The tuning methods, registered by name.
+"""The tuning methods, registered by name: the only place a method is named.
 
-To add a method: write a module with a `MethodConfig` dataclass and a `PeftMethod` subclass
-(see fine_tuning.py for the smallest one), then add it to METHODS below.
+To add a method: write one module here with a `MethodConfig` dataclass and a `PeftMethod` subclass
+(fine_tuning.py is the smallest, bitfit.py the smallest that trains something of its own), then
+add one line to METHODS below. Everything the trainer, the analyses and the pages need to know
+about a method, they ask its class (see base.py).
+
+The registry maps a name to "module:Class" and imports the module on first use, so that listing
+the methods (the CLI's --help, the app's pickers) does not import torch.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from peftviz.methods.base import MethodConfig, PeftMethod
-from peftviz.methods.fine_tuning import FineTuning
-from peftviz.methods.kernel_prefix_propagation import KernelPrefixPropagation
-from peftviz.methods.prefix_propagation import PrefixPropagation
-from peftviz.methods.prefix_tuning import PrefixTuning
-from peftviz.methods.tiny_attention import TinyAttentionMethod
+from peftviz.errors import ConfigError
 
-METHODS: dict[str, type[PeftMethod]] = {
-    method.name: method
-    for method in (FineTuning, PrefixTuning, PrefixPropagation, KernelPrefixPropagation, TinyAttentionMethod)
-}
+if TYPE_CHECKING:
+    from peftviz.methods.base import MethodConfig, PeftMethod
 
 
-def method_class(name: str) -> type[PeftMethod]:
+class MethodRegistry(Mapping):
+    """name -> method class, imported lazily from "module:Class" (a module of peftviz.methods)."""
+
+    def __init__(self, entries: dict[str, str]):
+        self._entries = dict(entries)
+
+    def __getitem__(self, name: str) -> type["PeftMethod"]:
+        module_name, class_name = self._entries[name].split(":")
+        cls = getattr(importlib.import_module(f"peftviz.methods.{module_name}"), class_name)
+        cls.name = name  # the registry names the method; the class never repeats it
+        return cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+DEFAULT_METHOD = "prefix-propagation"
+METHODS = MethodRegistry(
+    {
+        "fine-tuning": "fine_tuning:FineTuning",
+        "prefix-tuning": "prefix_tuning:PrefixTuning",
+        "prefix-propagation": "prefix_propagation:PrefixPropagation",
+        "kernel-prefix-propagation": "kernel_prefix_propagation:KernelPrefixPropagation",
+        "tiny-attention": "tiny_attention:TinyAttentionMethod",
+    }
+)
+
+
+def method_class(name: str) -> type["PeftMethod"]:
     try:
         return METHODS[name]
     except KeyError:
-        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
+        raise ConfigError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
 
 
-def make_method(name: str, encoder_config, **options) -> PeftMethod:
+def make_method(name: str, encoder_config, **options) -> "PeftMethod":
     """Build method `name` for an encoder with `encoder_config`; options are its config fields."""
     cls = method_class(name)
     return cls(cls.config_class.from_dict(options), encoder_config)
 
 
-__all__ = ["METHODS", "MethodConfig", "PeftMethod", "describe_methods", "make_method", "method_class"]
+def paper_methods() -> list[str]:
+    """The methods of the papers peftviz is about: what `compare` trains unless told otherwise."""
+    return [name for name in METHODS if METHODS[name].from_the_papers]
+
+
+def alpha_grid_method() -> type["PeftMethod"]:
+    """The method trained at each α of a grid (`python -m peftviz alpha-grid`, the Kernel page)."""
+    return next(METHODS[name] for name in METHODS if METHODS[name].alpha_grid)
 
 
 def describe_methods() -> list[dict]:
@@ -52,3 +91,15 @@ def describe_methods() -> list[dict]:
             }
         )
     return rows
+
+
+def __getattr__(name: str):  # MethodConfig and PeftMethod load torch: only when asked for
+    if name in ("MethodConfig", "PeftMethod"):
+        from peftviz.methods import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["DEFAULT_METHOD", "METHODS", "MethodConfig", "MethodRegistry", "PeftMethod", "describe_methods", "make_method",
+           "method_class", "paper_methods"]  # fmt: skip

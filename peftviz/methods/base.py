@@ -1,20 +1,33 @@
 """What every tuning method shares: a config dataclass with help text and a module that attaches
-to an encoder.
+to an encoder, and the answers the rest of peftviz asks a method for.
 
-A method owns only its own parameters (prefixes, adapters). It changes the encoder through
-forward hooks and through the per-forward `AttentionContext` that `peftviz_attention` reads, so
-the pretrained weights keep their names and the backbone's state dict is never rewritten.
+A method changes the encoder through forward hooks, through the per-forward `AttentionContext`
+that `peftviz_attention` reads, or (for the methods Hugging Face peft implements) through peft's
+own injection into the encoder's linear layers. The classifier counts as the method's parameters
+everything it owns plus whatever it added to the encoder.
+
+What a method tells the rest of peftviz (class attributes and methods below):
+- training: `trains_backbone`, `learning_rates` per preset, `after_training()` (e.g. head averaging),
+  `comparison_variants()` and `before_training()` (a variant that starts from an earlier run);
+- the analyses: `prefix_keys` (λ(C) and the prefix-mass grid apply), `n_prefix_queries` (prefix
+  positions), `alpha_sweep_method` (the α sweep applies), `averages_heads` (the heads page applies),
+  `attention_note` (what the Attention page should say about it).
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from torch import nn
 
 from peftviz.attention import AttentionContext
 from peftviz.options import Options
+
+if TYPE_CHECKING:
+    from peftviz.config import TrainConfig
+    from peftviz.runs import Run
 
 
 @dataclass
@@ -23,18 +36,27 @@ class MethodConfig(Options):
 
 
 class PeftMethod(nn.Module):
-    """Base of the methods. Subclasses set `name` and `config_class` and override what they need.
+    """Base of the methods. Subclasses set `config_class` and override what they need.
 
-    trains_backbone: whether the pretrained weights are trained (only fine-tuning).
-    n_prefix_positions: positions the method prepends to the sequence (only prefix-propagation);
-        the classifier extends the padding mask by these and pools after them.
-    attach(encoder): register hooks on the encoder's layers.
-    new_context(batch_size, record): the AttentionContext for one forward pass.
+    The registry (methods/__init__.py) sets `name`. `attach(encoder)` registers hooks or injects
+    layers; `new_context(batch_size, record)` gives the AttentionContext of one forward pass.
     """
 
     name: ClassVar[str]
     config_class: ClassVar[type[MethodConfig]]
     trains_backbone: ClassVar[bool] = False
+    from_the_papers: ClassVar[bool] = True  # one of the papers' methods (the default comparison), or a baseline
+    # preset -> learning rate when the preset's own default does not suit the method
+    learning_rates: ClassVar[dict[str, float]] = {}
+    # options that name another run (not settings: groups of seeds and rebuilding a run ignore them)
+    run_links: ClassVar[frozenset[str]] = frozenset()
+
+    # what the analyses may read
+    prefix_keys: ClassVar[bool] = False  # every query attends to learned prefix keys: λ(C) is defined
+    alpha_sweep_method: ClassVar[str | None] = None  # the method whose α its parameters are evaluated under
+    alpha_grid: ClassVar[tuple[float, ...]] = ()  # the α values `alpha-grid` trains it at (kernel form)
+    averages_heads: ClassVar[bool] = False  # multi-head adapters averaged after training (tiny-attention)
+    attention_note: ClassVar[str] = ""  # one sentence the Attention page shows for this method's runs
 
     def __init__(self, config: MethodConfig, encoder_config):
         super().__init__()
@@ -46,19 +68,54 @@ class PeftMethod(nn.Module):
         self._hooks: list = []
 
     @property
-    def n_prefix_positions(self) -> int:
+    def n_prefix_queries(self) -> int:
+        """Positions the method prepends to the sequence; the classifier extends the padding mask by
+        these and pools after them (prefix-propagation's prefixes, prompt tuning's soft prompt)."""
         return 0
 
     def attach(self, encoder) -> None:
-        """Register hooks on `encoder`. The default method changes nothing."""
+        """Register hooks on `encoder` (or inject layers into it). The default changes nothing."""
 
-    def detach(self) -> None:
+    def remove_hooks(self) -> None:
         for handle in self._hooks:
             handle.remove()
         self._hooks.clear()
 
     def new_context(self, batch_size: int, record: bool = False) -> AttentionContext:
         return AttentionContext(record=record)
+
+    def after_training(self) -> str | None:
+        """A step once the best epoch's parameters are back (e.g. averaging heads). Returns the name of
+        the extra evaluation it calls for ("averaged"), or None when the model is unchanged."""
+        return None
+
+    def exact_prefix_mass(self) -> AbstractContextManager:
+        """Inside the block, attention weighs the prefix keys by their softmax mass λ(C) (for λ(C) readings)."""
+        return nullcontext()
+
+    @classmethod
+    def learning_rate(cls, preset: str, default: float) -> float:
+        return cls.learning_rates.get(preset, default)
+
+    @classmethod
+    def comparison_variants(cls, config: "TrainConfig") -> list["TrainConfig"]:
+        """The runs of this method in `python -m peftviz compare`: by default just `config`."""
+        return [config]
+
+    @classmethod
+    def before_training(cls, config: "TrainConfig", earlier: list["Run"]) -> "TrainConfig":
+        """The config to train, given the runs a comparison already trained (a variant may start from one)."""
+        return config
+
+    @classmethod
+    def trained_alpha(cls, options: MethodConfig) -> float | None:
+        """The α the prefix term was trained at (its start when α trains); None for methods without α."""
+        return None
+
+    @classmethod
+    def alpha_trains(cls, options: MethodConfig) -> bool:
+        """Whether α is a trained parameter (then `method.log_alpha` in the params holds it per layer)."""
+        return False
 
     def extra_repr(self) -> str:
         return f"{self.name}: {self.config}"

@@ -15,6 +15,8 @@ class FineTuningConfig(MethodConfig):
 class FineTuning(PeftMethod):
     """The encoder unchanged and fully trainable. Inputs and outputs as the plain encoder."""
 
-    name = "fine-tuning"
     config_class = FineTuningConfig
     trains_backbone = True
+    # every pretrained weight moves: rates of the papers' grid for fine-tuning ({3e-5, 5e-5}) and,
+    # for the short presets, a little higher so three epochs suffice
+    learning_rates = {"smoke": 1e-3, "quick": 1e-4, "quick-long": 1e-4, "paper": 5e-5}

@@ -15,15 +15,18 @@ positive and moves on the log scale its grid ({1e-3 … 4e-2}) is laid out on.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from torch import nn
 
-from peftviz.attention import KERNELS, AttentionContext, KernelSpec
+from peftviz.attention import AttentionContext, Kernel, KernelSpec
 from peftviz.methods.prefix_propagation import PrefixPropagation, PrefixPropagationConfig
 from peftviz.options import option
 
+EXACT = "exact"  # the α setting that uses each query's own λ(C): plain prefix-propagation
 ALPHA_GRID = (1e-3, 3e-3, 5e-3, 7e-3, 1e-2, 4e-2)  # the paper's search grid (appendix B)
 
 
@@ -31,27 +34,26 @@ ALPHA_GRID = (1e-3, 3e-3, 5e-3, 7e-3, 1e-2, 4e-2)  # the paper's search grid (ap
 class KernelPrefixPropagationConfig(PrefixPropagationConfig):
     alpha: float = option(5e-3, "α, the weight of the prefix term (paper grid: 1e-3 … 4e-2; reference scripts 5e-3)")
     alpha_trainable: bool = option(False, "learn α, one per layer, starting from `alpha`")
-    kernel: str = option("exp", f"kernel of the prefix term: {', '.join(KERNELS)}")
-    sequence_kernel: str = option("exp", f"kernel of the sequence term: {', '.join(KERNELS)}")
+    kernel: Kernel = option("exp", "kernel of the prefix term")
+    sequence_kernel: Kernel = option("exp", "kernel of the sequence term")
 
     def validate(self) -> None:
         super().validate()
         if not self.alpha > 0:
             raise ValueError(f"alpha must be positive, not {self.alpha}")
-        for name in ("kernel", "sequence_kernel"):
-            if getattr(self, name) not in KERNELS:
-                raise ValueError(f"{name} must be one of {', '.join(KERNELS)}, not {getattr(self, name)!r}")
 
 
 class KernelPrefixPropagation(PrefixPropagation):
     """Shapes as prefix-propagation; the attention of every layer follows eq. 3.
 
     Parameters: prefix-propagation's (j, L·D), plus L values of log α when α trains.
-    `alpha_override` evaluates a trained model under another α: a float, or "exact" for λ(C).
+    `with_alpha` evaluates a trained model under another α: a float, or "exact" for λ(C).
     """
 
-    name = "kernel-prefix-propagation"
     config_class = KernelPrefixPropagationConfig
+    alpha_sweep_method = "kernel-prefix-propagation"
+    alpha_grid = ALPHA_GRID
+    attention_note = "Kernel form: weights are mixing weights summing to 1 + α; λ is the prefix share, prefix / sum."
 
     def __init__(self, config: KernelPrefixPropagationConfig, encoder_config):
         super().__init__(config, encoder_config)
@@ -67,12 +69,33 @@ class KernelPrefixPropagation(PrefixPropagation):
         """(L,) the α of every layer."""
         return self.log_alpha.exp()
 
+    @contextmanager
+    def with_alpha(self, alpha: float | str) -> Iterator["KernelPrefixPropagation"]:
+        """Inside the block every layer uses `alpha`: a float, or "exact" for each query's own λ(C)."""
+        before = self.alpha_override
+        self.alpha_override = alpha
+        try:
+            yield self
+        finally:
+            self.alpha_override = before
+
+    def exact_prefix_mass(self):
+        return self.with_alpha(EXACT)
+
+    @classmethod
+    def trained_alpha(cls, options: KernelPrefixPropagationConfig) -> float:
+        return float(options.alpha)
+
+    @classmethod
+    def alpha_trains(cls, options: KernelPrefixPropagationConfig) -> bool:
+        return options.alpha_trainable
+
     def new_context(self, batch_size: int, record: bool = False) -> AttentionContext:
         ctx = super().new_context(batch_size, record)
         if self.alpha_override is None:
             alpha = self.alpha
-        elif self.alpha_override == "exact":
-            alpha = "exact"
+        elif self.alpha_override == EXACT:
+            alpha = EXACT
         else:
             alpha = torch.full_like(self.log_alpha, float(self.alpha_override))
         ctx.kernel = KernelSpec(alpha, self.config.kernel, self.config.sequence_kernel)

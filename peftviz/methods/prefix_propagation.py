@@ -38,8 +38,9 @@ class PrefixPropagation(PeftMethod):
     Parameters: a (j, L·D) matrix, one D-vector per slot per layer.
     """
 
-    name = "prefix-propagation"
     config_class = PrefixPropagationConfig
+    prefix_keys = True
+    alpha_sweep_method = "kernel-prefix-propagation"  # same parameter names: the α sweep evaluates them there
 
     def __init__(self, config: PrefixPropagationConfig, encoder_config):
         super().__init__(config, encoder_config)
@@ -47,7 +48,7 @@ class PrefixPropagation(PeftMethod):
         self.dropout = nn.Dropout(config.prefix_dropout)
 
     @property
-    def n_prefix_positions(self) -> int:
+    def n_prefix_queries(self) -> int:
         return self.config.prefix_length
 
     def new_context(self, batch_size: int, record: bool = False) -> AttentionContext:

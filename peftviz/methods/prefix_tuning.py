@@ -28,8 +28,8 @@ class PrefixTuning(PeftMethod):
     Parameters: a (j, 2·L·D) matrix, a key and a value vector per slot per layer.
     """
 
-    name = "prefix-tuning"
     config_class = PrefixTuningConfig
+    prefix_keys = True
 
     def __init__(self, config: PrefixTuningConfig, encoder_config):
         super().__init__(config, encoder_config)

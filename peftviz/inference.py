@@ -1,0 +1,108 @@
+"""Running a classifier on data, and rebuilding a stored run's model: what the trainer, the analyses
+and the app share, without the trainer.
+
+    tokenize -> make_loader (collate pads each batch) -> predict -> evaluation_metrics
+    run_data(run), load_trained(run): the data and the model of a stored run
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.metrics import f1_score
+from torch.utils.data import DataLoader
+
+from peftviz import calibration
+from peftviz.backbones import load_encoder
+from peftviz.data import TextData, load_data
+from peftviz.errors import RunError
+from peftviz.model import PeftClassifier, build_classifier
+from peftviz.runs import Run
+
+
+def pick_device(spec: str = "auto") -> torch.device:
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(spec)
+
+
+def tokenize(split, tokenizer, max_length: int) -> list[dict]:
+    """A `datasets` split -> list of {"input_ids": [...], "label": int}, truncated to max_length."""
+    columns = split.to_dict()  # plain lists (datasets 5 returns lazy Column objects)
+    encoded = tokenizer(columns["text"], truncation=True, max_length=max_length)
+    return [{"input_ids": ids, "label": label} for ids, label in zip(encoded["input_ids"], columns["label"])]
+
+
+def collate(examples: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad a batch to its longest example: input_ids and attention_mask (B, T), labels (B,)."""
+    T = max(len(e["input_ids"]) for e in examples)
+    ids = torch.full((len(examples), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(examples), T), dtype=torch.long)
+    for row, example in enumerate(examples):
+        n = len(example["input_ids"])
+        ids[row, :n] = torch.tensor(example["input_ids"])
+        mask[row, :n] = 1
+    return {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([e["label"] for e in examples])}
+
+
+def make_loader(examples: list[dict], batch_size: int, pad_id: int, shuffle: bool = False, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    return DataLoader(
+        examples, batch_size=batch_size, shuffle=shuffle, generator=generator, collate_fn=lambda b: collate(b, pad_id)
+    )
+
+
+@torch.no_grad()
+def predict(model: PeftClassifier, loader, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
+    """Class probabilities (N, C) float32 and labels (N,) int64 over a loader, in order."""
+    model.eval()
+    probs, labels = [], []
+    for batch in loader:
+        logits = model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).logits
+        probs.append(logits.float().softmax(-1).cpu().numpy())
+        labels.append(batch["labels"].numpy())
+    return np.concatenate(probs).astype(np.float32), np.concatenate(labels).astype(np.int64)
+
+
+def evaluation_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> dict[str, float]:
+    """Accuracy, micro/macro F1 and the calibration summary (ECE with `n_bins` equal-width bins)."""
+    predicted = probs.argmax(1)
+    return {
+        **calibration.summary(probs, labels, n_bins=n_bins),
+        "micro_f1": float(f1_score(labels, predicted, average="micro")),
+        "macro_f1": float(f1_score(labels, predicted, average="macro")),
+        "n": int(len(labels)),
+    }
+
+
+def run_data(run: Run) -> TextData:
+    """The data a run trained on: the same dataset, data seed (so the same split) and limit."""
+    return load_data(run.config.dataset, seed=run.data_seed, limit=run.config.limit)
+
+
+def validation_loader(run: Run, tokenizer):
+    """The run's validation split, tokenized and batched as in training."""
+    examples = tokenize(run_data(run).splits["validation"], tokenizer, run.config.max_length)
+    return make_loader(examples, run.config.batch_size, tokenizer.pad_token_id)
+
+
+def load_trained(
+    run: Run, device: str = "auto", method: str | None = None, optional: frozenset[str] = frozenset()
+) -> tuple[PeftClassifier, object]:
+    """Rebuild a run's model from its config and params.safetensors: (model in eval mode, tokenizer).
+
+    method: rebuild under another method whose parameters have the same names (prefix-propagation's
+    load into the kernel form for the α sweep). optional: tensors the run may lack.
+    """
+    config = run.config
+    encoder, tokenizer = load_encoder(config.model)
+    links = config.method_class.run_links  # options naming other runs: the params hold the result
+    options = {k: v for k, v in config.method_options.items() if k not in links}
+    n_labels = len(run.label_names)
+    model = build_classifier(encoder, method or config.method, n_labels, options, config.pooling, config.head_dropout)
+    state = run.params()
+    missing = set(model.trainable_state_dict()) - set(state) - optional
+    if missing:
+        raise RunError(f"run {run.name}: params.safetensors lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}")
+    model.load_state_dict(state, strict=False)
+    return model.to(pick_device(device)).eval(), tokenizer

