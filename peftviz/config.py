@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from peftviz.errors import ConfigError
-from peftviz.methods import DEFAULT_METHOD, METHODS, alpha_grid_method, method_class, paper_methods
+from peftviz.methods import DEFAULT_METHOD, METHODS, alpha_grid_method, paper_methods
+from peftviz.methods import method_class as find_method
 from peftviz.options import Options, option
 
 # what config.json holds besides the settings: what the run found and recorded
@@ -64,7 +65,7 @@ class TrainConfig(Options):
 
     @property
     def method_class(self):
-        return method_class(self.method)
+        return find_method(self.method)
 
     @property
     def method_config(self):
@@ -84,7 +85,7 @@ class TrainConfig(Options):
         return cls.from_dict(values)
 
     def validate(self) -> None:
-        self.method_config  # raises on a bad option
+        self.method_class.config_class.from_dict(self.method_options)  # raises on a bad option
         positive = ("epochs", "learning_rate", "batch_size", "effective_batch_size", "max_length", "ece_bins")
         for name in positive:
             if not getattr(self, name) > 0:
@@ -154,7 +155,7 @@ def preset_config(preset: str, method: str = DEFAULT_METHOD, **overrides) -> Tra
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     values = dict(PRESETS[preset])
-    values.update(method=method, learning_rate=method_class(method).learning_rate(preset, values["learning_rate"]))
+    values.update(method=method, learning_rate=find_method(method).learning_rate(preset, values["learning_rate"]))
     return TrainConfig(**{**values, **overrides})
 
 
@@ -166,7 +167,7 @@ def comparison_methods(methods: str | list[str] | None = None) -> list[str]:
         return list(METHODS)
     names = methods.split(",") if isinstance(methods, str) else list(methods)
     for name in names:
-        method_class(name)  # raises on an unknown name
+        find_method(name)  # raises on an unknown name
     return names
 
 
@@ -178,7 +179,7 @@ def comparison(preset: str, methods: str | list[str] | None = None, **overrides)
     return [
         variant
         for method in comparison_methods(methods)
-        for variant in method_class(method).comparison_variants(preset_config(preset, method, **overrides))
+        for variant in find_method(method).comparison_variants(preset_config(preset, method, **overrides))
     ]
 
 

@@ -1,6 +1,8 @@
 """Groups of seeds and the comparison table, recomputed here from the stored predictions with scipy,
 statsmodels and the estimators directly; the `report` command; the group curves of the Calibration page."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -130,7 +132,7 @@ def test_units_are_chosen_by_key_run_or_label_and_must_share_a_split(seeds_store
     with pytest.raises(ValueError, match="no group, run or method named"):
         cmp.select_units(runs, ["nothing"])
     other = runs[0]
-    other.config = {**other.config, "data_seed": 7}
+    other.config = replace(other.config, data_seed=7)
     assert other.name not in {run.name for g in cmp.select_units(runs) for run in g.runs}  # not the common split
     with pytest.raises(ValueError, match="different data"):
         cmp.select_units(runs, [other.name, runs[1].name])

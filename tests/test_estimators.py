@@ -464,10 +464,11 @@ def test_a_stored_runs_estimates_are_recomputed_from_its_predictions(tmp_path):
     """A run whose stored predictions have tied confidences, confidences of exactly 1 and one class
     present: what the comparison reads back equals every estimator's reference on the loaded arrays."""
     from peftviz.analysis.comparison import Settings, run_estimates
+    from peftviz.config import TrainConfig
     from peftviz.runs import RunWriter, load_run
 
     probs, labels = edge_set()
-    writer = RunWriter.create(tmp_path, {"method": "fine-tuning", "label": "edge"}, {})
+    writer = RunWriter.create(tmp_path, TrainConfig(method="fine-tuning", label="edge"), {})
     writer.write_epoch({"epoch": 1, "micro_f1": 0.5}, probs.astype(np.float32), labels)
     run = load_run(writer.path)
     stored_probs, stored_labels = run.predictions(1)
