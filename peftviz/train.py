@@ -71,7 +71,8 @@ def make_optimizer(model: PeftClassifier, config: TrainConfig, total_steps: int)
     decay, no_decay = [], []
     for p in model.parameters():
         if p.requires_grad:
-            (decay if p.ndim >= 2 else no_decay).append(p)  # no decay on biases, LayerNorm, log α
+            # no decay on vectors: biases, LayerNorm, log α, (IA)³'s scalings (stored (D, 1) by peft)
+            (decay if p.squeeze().ndim >= 2 else no_decay).append(p)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.learning_rate,

@@ -11,9 +11,9 @@ from streamlit.testing.v1 import AppTest
 from peftviz import build_classifier, load_encoder
 from peftviz.analysis import attention as analysis
 from peftviz.figures import attention as figures
+from peftviz.inference import load_trained
 from peftviz.longformer import BandedAttention
 from peftviz.runs import list_runs
-from peftviz.inference import load_trained
 from tests.helpers import charts, plotly_array
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -282,8 +282,6 @@ def test_page_on_a_prefix_propagation_run(app_store):
 
 
 def run_prefix_length(run) -> int:
-    from peftviz.methods import METHODS
-
     return run.method_config.prefix_length
 
 

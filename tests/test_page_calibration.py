@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 from peftviz import calibration, estimators
 from peftviz.analysis import calibration as analysis
 from peftviz.figures import calibration as figures
+from peftviz.config import TrainConfig
 from peftviz.runs import Run, RunError, group_runs, list_runs, load_run
 from tests.helpers import charts
 
@@ -83,7 +84,7 @@ def test_temperature_scaling_fits_on_validation_and_does_not_hurt_test_nll(runs)
 
 
 def fake_run(name, label, status="complete", dataset="bbc-news"):
-    return Run(Path(name), status, {"method": label, "label": label, "dataset": dataset})
+    return Run(Path(name), status, TrainConfig(method="fine-tuning", label=label, dataset=dataset))
 
 
 def test_display_names_are_unique_and_say_when_a_run_is_unfinished():

@@ -154,7 +154,7 @@ def test_kernel_run_swept_at_its_own_alpha_reproduces_its_stored_accuracy(copied
 
 
 def test_alpha_sweep_refuses_other_methods(copied_runs_by_label):
-    with pytest.raises(ValueError, match="prefix-propagation or kernel"):
+    with pytest.raises(ValueError, match="the α sweep does not apply"):
         kernel.alpha_sweep(copied_runs_by_label["prefix-tuning"])
 
 

@@ -74,7 +74,7 @@ def test_head_weights_split_the_stored_matrices_by_head(four_heads):
 
 
 def test_head_weights_refuse_other_methods(smoke_runs_by_label):
-    with pytest.raises(RunError, match="not tiny-attention"):
+    with pytest.raises(RunError, match="prefix-tuning: it has no heads to average"):
         tiny_heads.head_weights(smoke_runs_by_label["prefix-tuning"])
 
 
