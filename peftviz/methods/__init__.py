@@ -49,6 +49,11 @@ METHODS = MethodRegistry(
         "prefix-propagation": "prefix_propagation:PrefixPropagation",
         "kernel-prefix-propagation": "kernel_prefix_propagation:KernelPrefixPropagation",
         "tiny-attention": "tiny_attention:TinyAttentionMethod",
+        "lora": "lora:LoRA",
+        "ia3": "ia3:IA3",
+        "prompt-tuning": "prompt_tuning:PromptTuning",
+        "bitfit": "bitfit:BitFit",
+        "houlsby-adapter": "houlsby_adapter:HoulsbyAdapter",
     }
 )
 

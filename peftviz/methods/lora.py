@@ -1,0 +1,123 @@
+"""LoRA, low-rank adaptation (Hu et al., ICLR 2022), through Hugging Face peft: a baseline.
+
+Every targeted linear map W (d_out × d_in, frozen) gains a trainable rank-r update:
+
+    h = W x + (α / r) · B A dropout(x)          A: r × d_in,  B: d_out × r
+
+A starts random (Kaiming-uniform) and B at zero, so training starts from the pretrained model.
+The layers are peft's own (`peft.inject_adapter_in_model` with a `LoraConfig`, which replaces each
+targeted `nn.Linear` in place by a `peft.tuners.lora.Linear` wrapping it): peftviz only chooses
+the options. Both BERT-style attention and peftviz's Longformer (longformer.py) call their
+projections as modules, so the injected layers are the ones that run.
+
+Targets are matched by peft's rule: a module whose name ends in ".<target>". peft's default for
+BERT and RoBERTa is "query,value" (Hu et al.'s W_q, W_v); peft has no default for the Longformer,
+whose layers carry the same names, so the same default is used there. On the Longformer "query"
+and "value" are the sliding-window projections only: the global tokens (<s>, which the head
+reads, and any prefix positions) use query_global/key_global/value_global, which
+"query,value,query_global,value_global" or "all-linear" adapt as well.
+
+Merging B A into W after training (peft's `merge`) would make inference free; peftviz keeps the
+layers unmerged, so the trained A, B are what a run stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from peft import LoraConfig, inject_adapter_in_model
+from peft.tuners.tuners_utils import BaseTunerLayer
+
+from peftviz.errors import ConfigError
+from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.options import option
+
+ALL_LINEAR = "all-linear"  # peft's shorthand: every nn.Linear of the encoder
+
+
+@dataclass
+class LoraMethodConfig(MethodConfig):
+    r: int = option(8, "r, the rank of each update B A (peft's default: 8; Hu et al. use 1 to 64)")
+    lora_alpha: int = option(8, "α; the update is scaled by α / r (peft's default: 8, i.e. a scale of 1 at r = 8)")
+    lora_dropout: float = option(0.0, "dropout on the input of the low-rank path (peft's default: 0)")
+    target_modules: Literal["query,value", "query,key,value", "query,value,query_global,value_global", "all-linear"] = (
+        option(
+            "query,value",
+            "the linear maps that get an update, matched by name suffix: query,value (peft's BERT/RoBERTa default, "
+            "Hu et al.'s W_q, W_v; also used for the Longformer, which peft has no default for); query,key,value; "
+            "query,value,query_global,value_global (Longformer only: also the global tokens' projections); "
+            "all-linear (every linear map of the encoder: attention, its output and both feed-forward layers)",
+        )
+    )
+
+    def validate(self) -> None:
+        if self.r < 1:
+            raise ValueError(f"r must be at least 1, not {self.r}")
+        if self.lora_alpha <= 0:
+            raise ValueError(f"lora_alpha must be positive, not {self.lora_alpha}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1), not {self.lora_dropout}")
+
+    def peft_targets(self) -> str | list[str]:
+        """What LoraConfig.target_modules receives: "all-linear", or the list of name suffixes."""
+        return ALL_LINEAR if self.target_modules == ALL_LINEAR else self.target_modules.split(",")
+
+
+def check_targets(encoder, targets: str | list[str], method: str) -> None:
+    """Raise ConfigError when a target suffix names no module of `encoder` (peft only raises when
+    none of them matches: "query_global" on a BERT would otherwise be dropped silently)."""
+    if isinstance(targets, str):
+        return
+    names = [name for name, _ in encoder.named_modules()]
+    for target in targets:
+        if not any(name == target or name.endswith(f".{target}") for name in names):
+            raise ConfigError(f"{method}: no module of this {type(encoder).__name__} is named {target!r}")
+
+
+class PeftInjection:
+    """The handle of one `inject_adapter_in_model` call, kept with the method's hook handles:
+    `remove()` puts back the linear layers peft wrapped (peft's `unload`, without merging), so
+    that `remove_hooks()` leaves the encoder as it was before `attach` (tests share one encoder
+    between methods)."""
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+
+    def remove(self) -> None:
+        for name, module in list(self.encoder.named_modules()):
+            if isinstance(module, BaseTunerLayer):
+                parent, _, child = name.rpartition(".")
+                setattr(self.encoder.get_submodule(parent), child, module.get_base_layer())
+        if hasattr(self.encoder, "peft_config"):
+            del self.encoder.peft_config
+
+
+class LoRA(PeftMethod):
+    """input_ids (B, T) -> hidden (B, T, D), as the plain encoder; the targeted linear maps carry B A.
+
+    Parameters (all injected into the encoder; the method module itself owns none):
+    r · (d_in + d_out) per targeted map, i.e. 2·r·D per D × D projection. Default (query, value):
+    L · 2 · 2·r·D = 4·r·D·L. "all-linear" on a BERT: L · r · (10·D + 2·D_ff) (four D × D maps and
+    the two feed-forward maps, D_ff being their width); the Longformer's three global projections
+    add 6·r·D per layer.
+    """
+
+    config_class = LoraMethodConfig
+    from_the_papers = False
+    # Hu et al. train RoBERTa-base at 4e-4 … 5e-4 for 30–80 epochs; three short epochs need more
+    learning_rates: ClassVar[dict[str, float]] = {"quick": 2e-3, "quick-long": 2e-3, "paper": 5e-4}
+
+    def attach(self, encoder) -> None:
+        config: LoraMethodConfig = self.config
+        targets = config.peft_targets()
+        check_targets(encoder, targets, self.name)
+        peft_config = LoraConfig(
+            r=config.r,
+            lora_alpha=config.lora_alpha,
+            lora_dropout=config.lora_dropout,
+            target_modules=targets,
+            bias="none",
+        )
+        inject_adapter_in_model(peft_config, encoder)  # freezes everything but the new lora_A / lora_B
+        self._hooks.append(PeftInjection(encoder))

@@ -1,0 +1,109 @@
+"""Prompt tuning, a soft prompt at the input only (Lester et al., EMNLP 2021): a baseline.
+
+n trainable vectors P (n × D) are prepended to the embedded text, and nothing else changes:
+
+    D^(1) = cat(P, C)                (the first layer reads the prompt, then the text)
+    D^(l) = layer_{l-1}(D^(l-1))     (later layers: the prompt positions are ordinary positions)
+
+It is prefix-propagation (eq. 1 of Li et al. 2023) without the P^(l) added at layers l > 1, and
+the same conventions hold: C is the embedding layer's output and P is prepended after it, so the
+prompt positions get no position or token-type embedding and the text positions are not shifted
+by n. The head pools after the prompt (`n_prefix_queries` = n), the padding mask is extended by
+n, and the attention analyses treat the prompt positions as prefix keys. On a Longformer the
+prompt positions are global tokens, as prefix-propagation's are.
+
+Initialisation (Lester et al.'s best, and peft's SAMPLE_VOCAB): n tokens drawn uniformly from
+the vocabulary. Because P enters after the embedding layer, each row starts as what the
+embedding layer makes of those tokens (word + position + token-type embedding, LayerNorm): a
+raw word embedding is about ten times smaller than an embedded token on MiniLM (norm ~1 vs ~10).
+"random" draws U(−0.5, 0.5), Lester et al.'s random initialisation.
+
+Why not peft's own prompt tuning: `peft.inject_adapter_in_model` refuses prompt-learning methods
+("does not support prompt learning"), and `get_peft_model` wraps the model in a PeftModel whose
+forward embeds input_ids itself and calls the encoder with `inputs_embeds = cat(prompt, word
+embeddings)` and a 0/1 mask widened by n. That puts the prompt through the position embeddings
+(shifting the text by n), bypasses peftviz's classifier (its per-forward AttentionContext, its
+additive padding bias and its pooling after the prefix), and does not fit peftviz's Longformer,
+which takes no inputs_embeds. The method is therefore this small module; the init mirrors
+peft's `PromptEmbedding` (SAMPLE_VOCAB / RANDOM).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from peftviz.attention import AttentionContext
+from peftviz.backbones import encoder_layers
+from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.options import option
+
+
+@dataclass
+class PromptTuningConfig(MethodConfig):
+    prompt_length: int = option(
+        20,
+        "n, soft prompt tokens in front of the text (Lester et al.: 20 gives most of the gain; prefix methods' j is 8)",
+    )
+    init: Literal["sample-vocab", "random"] = option(
+        "sample-vocab",
+        "sample-vocab: embedded tokens drawn from the vocabulary (Lester et al.; peft's SAMPLE_VOCAB); "
+        "random: U(-0.5, 0.5)",
+    )
+
+    def validate(self) -> None:
+        if self.prompt_length < 1:
+            raise ValueError(f"prompt_length must be at least 1, not {self.prompt_length}")
+
+
+class PromptTuning(PeftMethod):
+    """input_ids (B, T) -> hidden (B, n + T, D), the first n positions being the soft prompt.
+
+    Parameters: the prompt, an (n, D) matrix: n·D.
+    """
+
+    config_class = PromptTuningConfig
+    from_the_papers = False
+    prefix_keys = True
+    # the presets' default rate suits it, as it suits the prefixes (Lester et al. train T5's prompts
+    # at 0.3, with Adafactor)
+
+    def __init__(self, config: PromptTuningConfig, encoder_config):
+        super().__init__(config, encoder_config)
+        self.prompt = nn.Parameter(torch.empty(config.prompt_length, self.hidden_size).uniform_(-0.5, 0.5))
+
+    @property
+    def n_prefix_queries(self) -> int:
+        return self.config.prompt_length
+
+    def new_context(self, batch_size: int, record: bool = False) -> AttentionContext:
+        return AttentionContext(n_prefix=self.config.prompt_length, record=record)
+
+    def attach(self, encoder) -> None:
+        if self.config.init == "sample-vocab":
+            self._init_from_vocabulary(encoder)
+        self._hooks.append(encoder_layers(encoder)[0].register_forward_pre_hook(self._prepend, with_kwargs=True))
+
+    @torch.no_grad()
+    def _init_from_vocabulary(self, encoder) -> None:
+        """Each row: the embedding layer's output for a token drawn uniformly from the vocabulary."""
+        embeddings = encoder.embeddings
+        vocab_size = embeddings.word_embeddings.num_embeddings
+        ids = torch.randint(0, vocab_size, (1, self.config.prompt_length), device=self.prompt.device)
+        was_training = embeddings.training
+        embeddings.eval()  # no dropout in the initial values
+        try:
+            embedded = embeddings(input_ids=ids)  # (1, n, D)
+        finally:
+            embeddings.train(was_training)
+        self.prompt.copy_(embedded[0].to(self.prompt.dtype))
+
+    def _prepend(self, module, args, kwargs):
+        if kwargs.get("peftviz") is None:  # not run by peftviz's classifier: no room made for the prompt
+            return None
+        hidden, *rest = args
+        prompt = self.prompt.to(hidden.dtype).unsqueeze(0).expand(hidden.shape[0], -1, -1)  # (B, n, D)
+        return (torch.cat([prompt, hidden], dim=1), *rest), kwargs  # (B, n + T, D): cat(P, C)
