@@ -36,9 +36,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from peftviz import METHODS, build_classifier, load_encoder  # noqa: E402
-from peftviz.longformer import LongEncoder  # noqa: E402
-from peftviz.inference import pick_device  # noqa: E402
+from peftviz import METHODS, build_classifier, load_encoder
+from peftviz.inference import pick_device
+from peftviz.longformer import LongEncoder
 
 PREFIX_LENGTH = 8  # the paper's j
 
@@ -161,7 +161,9 @@ def measure(encoder, T: int, batch: int, repeats: int, device: torch.device) -> 
     def plain_forward(n_tokens: int = T):
         plain(input_ids=ids[:, :n_tokens], attention_mask=mask[:, :n_tokens])
 
-    short_seconds, long_seconds = paired_medians(lambda: plain_forward(short), lambda: plain_forward(long_), repeats, device)
+    short_seconds, long_seconds = paired_medians(
+        lambda: plain_forward(short), lambda: plain_forward(long_), repeats, device
+    )
     rows = [{"method": f"(plain encoder, {short} -> {long_} tokens)", "inference": long_seconds,
              "inference ratio": long_seconds / short_seconds, "share": j / short,
              "extra work": f"{j}/{short} positions = {100 * j / short:.1f}%"}]  # fmt: skip
@@ -207,8 +209,10 @@ def main(argv: list[str] | None = None) -> None:
     device = pick_device("auto")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     print(f"{name}, median of {args.repeats}, prefix length {PREFIX_LENGTH}\n")
-    print("| model | T × batch | method | inference vs plain encoder | extra work by design "
-          "| train step vs fine-tuning | training memory vs fine-tuning | trainable params |")
+    print(
+        "| model | T × batch | method | inference vs plain encoder | extra work by design "
+        "| train step vs fine-tuning | training memory vs fine-tuning | trainable params |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for case in args.cases:
         model_name, T, batch = (case.split(":") + ["8"])[:3]

@@ -38,7 +38,9 @@ def comparison(units: list[Group], settings: cmp.Settings, metrics: tuple) -> cm
     bar = st.progress(0.0)
     found = {}
     for done, run in enumerate(members):
-        bar.progress(done / len(members), text=f"Estimating every metric with its interval: run {done + 1} of {len(members)}")
+        bar.progress(
+            done / len(members), text=f"Estimating every metric with its interval: run {done + 1} of {len(members)}"
+        )
         found[run.name] = appkit.per_run(cmp.run_estimates, run, settings, metrics)
     bar.empty()
     return cmp.compare_estimates(units, found, settings, metrics)
@@ -102,8 +104,10 @@ try:
     with st.spinner("Smoothing the reliability curves…"):
         curves = {  # a group is banded over its seeds, so its runs need no bootstrap band of their own
             names[unit.key]: analysis.group_mean_curve(
-                [appkit.per_run(analysis.smooth_diagram, run, epoch, n_resamples, 0, len(unit.runs) == 1)
-                 for run in unit.runs]
+                [
+                    appkit.per_run(analysis.smooth_diagram, run, epoch, n_resamples, 0, len(unit.runs) == 1)
+                    for run in unit.runs
+                ]
             )
             for unit in units
         }
@@ -139,7 +143,11 @@ metrics = st.multiselect("Metrics", list(estimators.ESTIMATORS), default=list(es
                          format_func=lambda name: estimators.ESTIMATORS[name].heading, key="calibration_metrics",
                          help="None chosen: the defaults.") or list(estimators.DEFAULT_METRICS)  # fmt: skip
 settings = cmp.Settings("test" if split.startswith("test") else epoch, n_bins, scheme, n_resamples)
-judged = units if settings.which != "test" else [u for u in units if all(analysis.has_predictions(r, "test") for r in u.runs)]
+judged = (
+    units
+    if settings.which != "test"
+    else [u for u in units if all(analysis.has_predictions(r, "test") for r in u.runs)]
+)
 if len(judged) < len(units):
     left_out = ", ".join(names[u.key] for u in units if u not in judged)
     st.caption(f"Left out of the comparison: {left_out} (no test predictions: they are written when a run finishes).")
@@ -160,7 +168,9 @@ else:
                    "t-test (Welch's where the seeds differ).")  # fmt: skip
         shown = st.selectbox("Differences in", result.metrics, format_func=lambda n: estimators.ESTIMATORS[n].heading,
                              key="calibration_difference_metric")  # fmt: skip
-        appkit.chart(figures.differences_figure(result.pairs, shown, estimators.ESTIMATORS[shown].heading), "differences")
+        appkit.chart(
+            figures.differences_figure(result.pairs, shown, estimators.ESTIMATORS[shown].heading), "differences"
+        )
     for name, table in (("summary", result.summary), ("pairs", result.pairs)):
         st.download_button(f"Download the {name} (CSV)", table.to_csv(index=False), file_name=f"comparison-{name}.csv",
                            mime="text/csv", on_click="ignore", key=f"comparison-{name}-csv")  # fmt: skip

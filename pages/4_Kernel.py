@@ -30,7 +30,9 @@ def show_lambda(run: Run) -> None:
     st.subheader("λ(C): the share of attention on the prefixes")
     per_head = st.toggle("One box per head", key="kernel_per_head")
     try:
-        rows = appkit.per_run(lambda_rows, run, spinner=f"Computing λ(C) on {kernel.N_LAMBDA_DOCS} validation documents…")
+        rows = appkit.per_run(
+            lambda_rows, run, spinner=f"Computing λ(C) on {kernel.N_LAMBDA_DOCS} validation documents…"
+        )
         alpha = kernel.fixed_alpha(run)
     except appkit.PeftvizError as err:
         appkit.show_error(err)

@@ -20,7 +20,10 @@ _LAZY = {
     "PeftClassifier": "peftviz.model",
     "build_classifier": "peftviz.model",
 }
-__all__ = sorted(_LAZY)
+__all__ = [  # noqa: RUF022  (the order of _LAZY above)
+    "DEFAULT_MODEL", "ModelLoadError", "PeftvizError", "load_encoder", "tiny_encoder", "METHODS", "make_method",
+    "ClassifierOutput", "PeftClassifier", "build_classifier",
+]  # fmt: skip
 
 
 def __getattr__(name: str):

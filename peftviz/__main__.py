@@ -76,7 +76,9 @@ def _methods_flag(text: str) -> str:
         return text
     unknown = [name for name in text.split(",") if name not in METHODS]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown method(s) {', '.join(unknown)}; choose paper, all or of {', '.join(METHODS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown method(s) {', '.join(unknown)}; choose paper, all or of {', '.join(METHODS)}"
+        )
     return text
 
 
@@ -94,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"Houlsby adapters), or a comma-separated list of: {', '.join(METHODS)}",
     )  # fmt: skip
     _add_config_flags(compare)
-    grid = commands.add_parser("alpha-grid", help="train the kernel form (Li et al. 2023, eq. 3) at each α of the paper's grid")
+    grid = commands.add_parser(
+        "alpha-grid", help="train the kernel form (Li et al. 2023, eq. 3) at each α of the paper's grid"
+    )
     grid.add_argument("--alphas", type=float, nargs="+", default=None, help="α values (default: the paper's grid)")
     _add_config_flags(grid)
     runs = commands.add_parser("runs", help="list the run store and its groups of seeds")

@@ -11,9 +11,9 @@ Pages stay short: read widgets, call these and `peftviz.analysis`, draw `peftviz
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Callable
 
 import streamlit as st
 
@@ -175,9 +175,13 @@ def options_form(option_class, defaults: dict, key: str, only: tuple[str, ...] |
             number = st.number_input(f.name, value=default, step=1, help=help_text[f.name], key=widget_key)
             values[f.name] = None if number is None else int(number)
         elif types[f.name] is float:
-            values[f.name] = st.number_input(f.name, value=float(default), format="%g", help=help_text[f.name], key=widget_key)
+            values[f.name] = st.number_input(
+                f.name, value=float(default), format="%g", help=help_text[f.name], key=widget_key
+            )
         else:
-            text = st.text_input(f.name, "" if default is None else str(default), help=help_text[f.name], key=widget_key)
+            text = st.text_input(
+                f.name, "" if default is None else str(default), help=help_text[f.name], key=widget_key
+            )
             optional_and_empty = default is None and not text
             values[f.name] = None if optional_and_empty else text
     return values

@@ -15,9 +15,9 @@ the classification head pools for itself, and RoBERTa checkpoints ship no pooler
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 from transformers import (
@@ -86,7 +86,9 @@ def _load_local(name: str):
 
 
 ENCODERS: tuple[EncoderSource, ...] = (
-    EncoderSource("minilm", lambda name: name == DEFAULT_MODEL, lambda name: _load_pretrained(str(minilm_path()), name)),
+    EncoderSource(
+        "minilm", lambda name: name == DEFAULT_MODEL, lambda name: _load_pretrained(str(minilm_path()), name)
+    ),
     EncoderSource("long-minilm[-w<window>]", _is_long_minilm, _load_long_minilm),
     EncoderSource("tiny-bert | tiny-roberta | tiny-longformer", lambda name: name in TINY_MODELS, _load_tiny),
     EncoderSource("a local folder", _looks_local, _load_local),

@@ -77,9 +77,7 @@ def _check_inputs(probs, labels) -> tuple[np.ndarray, np.ndarray]:
     labels = _as_integer_labels(labels)
     n_classes = probs.shape[1]
     if labels.min() < 0 or labels.max() >= n_classes:
-        raise ConfigError(
-            f"labels must lie in [0, {n_classes}), got values from {labels.min()} to {labels.max()}"
-        )
+        raise ConfigError(f"labels must lie in [0, {n_classes}), got values from {labels.min()} to {labels.max()}")
     return probs, labels
 
 
@@ -210,9 +208,7 @@ def classwise_ece(probs, labels, n_bins: int = 10, scheme: str = "width") -> flo
     """Mean over classes k of the ECE of "label == k" against confidence p_k (Kull et al. 2019)."""
     probs, labels = _check_inputs(probs, labels)
     _check_binning(n_bins, scheme)
-    per_class = [
-        _ece_from_totals(_bin_totals(probs[:, k], labels == k, n_bins, scheme)) for k in range(probs.shape[1])
-    ]
+    per_class = [_ece_from_totals(_bin_totals(probs[:, k], labels == k, n_bins, scheme)) for k in range(probs.shape[1])]
     return float(np.mean(per_class))
 
 

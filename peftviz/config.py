@@ -35,7 +35,9 @@ class TrainConfig(Options):
     dataset: str = option("bbc-news", "bbc-news, a .csv/.jsonl file or class folder, or a hub name (sst2, ...)")
     limit: int | None = option(None, "use at most this many examples per split (seeded subsample)")
     max_length: int = option(128, "tokens per document; longer ones are truncated")
-    pooling: Literal["cls", "mean"] = option("cls", "what the head reads: cls (first text token) or mean (of text tokens)")
+    pooling: Literal["cls", "mean"] = option(
+        "cls", "what the head reads: cls (first text token) or mean (of text tokens)"
+    )
     head_dropout: float = option(0.1, "dropout in the classification head")
     epochs: int = option(3, "training epochs; validation after each")
     learning_rate: float = option(5e-3, "peak AdamW learning rate")
@@ -45,8 +47,12 @@ class TrainConfig(Options):
     warmup_ratio: float = option(0.1, "fraction of optimiser steps with linear warmup")
     schedule: Literal["linear", "cosine"] = option("linear", "learning-rate decay after warmup")
     max_grad_norm: float = option(1.0, "gradient clipping norm (0 disables)")
-    seed: int = option(0, "training seed: initialisation, dropout and batch order (runs differing only here form a group)")
-    data_seed: int = option(0, "seed of the data split and subsample, fixed apart from the training seed so runs compare paired")
+    seed: int = option(
+        0, "training seed: initialisation, dropout and batch order (runs differing only here form a group)"
+    )
+    data_seed: int = option(
+        0, "seed of the data split and subsample, fixed apart from the training seed so runs compare paired"
+    )
     ece_bins: int = option(10, "bins of the ECE stored per epoch")
     device: str = option("auto", "auto (CUDA when present), cpu, cuda or cuda:N")
 
@@ -73,7 +79,7 @@ class TrainConfig(Options):
         return self.method_class.config_class.from_dict(self.method_options)
 
     @classmethod
-    def from_stored(cls, record: dict) -> "TrainConfig":
+    def from_stored(cls, record: dict) -> TrainConfig:
         """config.json -> TrainConfig. Runs from earlier versions: `data_seed` was the training seed, and
         `average_heads` was a run setting before it became the method's option."""
         if not isinstance(record, dict):
@@ -160,7 +166,7 @@ def preset_config(preset: str, method: str = DEFAULT_METHOD, **overrides) -> Tra
 
 
 def comparison_methods(methods: str | list[str] | None = None) -> list[str]:
-    """"paper" or None: the papers' methods; "all": every registered method; or a list of names."""
+    """ "paper" or None: the papers' methods; "all": every registered method; or a list of names."""
     if methods is None or methods == "paper":
         return paper_methods()
     if methods == "all":

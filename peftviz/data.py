@@ -36,8 +36,14 @@ BUILTIN = "bbc-news"
 SPLITS = ("train", "validation", "test")
 HELD_OUT = 0.1  # share of each class for validation and for test when we split ourselves
 FILE_SUFFIXES = (".csv", ".jsonl")
-_SPLIT_ALIASES = {"train": "train", "validation": "validation", "valid": "validation", "val": "validation",
-                  "dev": "validation", "test": "test"}
+_SPLIT_ALIASES = {
+    "train": "train",
+    "validation": "validation",
+    "valid": "validation",
+    "val": "validation",
+    "dev": "validation",
+    "test": "test",
+}
 
 
 @dataclass
@@ -70,18 +76,35 @@ class HubSource:
 
 # SetFit's labels are the ids of scikit-learn's fetch_20newsgroups, whose names are sorted.
 NEWSGROUPS = (
-    "alt.atheism", "comp.graphics", "comp.os.ms-windows.misc", "comp.sys.ibm.pc.hardware",
-    "comp.sys.mac.hardware", "comp.windows.x", "misc.forsale", "rec.autos", "rec.motorcycles",
-    "rec.sport.baseball", "rec.sport.hockey", "sci.crypt", "sci.electronics", "sci.med", "sci.space",
-    "soc.religion.christian", "talk.politics.guns", "talk.politics.mideast", "talk.politics.misc",
+    "alt.atheism",
+    "comp.graphics",
+    "comp.os.ms-windows.misc",
+    "comp.sys.ibm.pc.hardware",
+    "comp.sys.mac.hardware",
+    "comp.windows.x",
+    "misc.forsale",
+    "rec.autos",
+    "rec.motorcycles",
+    "rec.sport.baseball",
+    "rec.sport.hockey",
+    "sci.crypt",
+    "sci.electronics",
+    "sci.med",
+    "sci.space",
+    "soc.religion.christian",
+    "talk.politics.guns",
+    "talk.politics.mideast",
+    "talk.politics.misc",
     "talk.religion.misc",
 )
 
 HUB_DATASETS: dict[str, HubSource] = {
     "20newsgroups": HubSource("SetFit/20_newsgroups", label_names=NEWSGROUPS),
     "hyperpartisan": HubSource(
-        "SemEvalWorkshop/hyperpartisan_news_detection", "byarticle",
-        label_column="hyperpartisan", label_names=("not-hyperpartisan", "hyperpartisan"),
+        "SemEvalWorkshop/hyperpartisan_news_detection",
+        "byarticle",
+        label_column="hyperpartisan",
+        label_names=("not-hyperpartisan", "hyperpartisan"),
     ),
     "arxiv": HubSource("ccdv/arxiv-classification"),
     "sst2": HubSource("glue", "sst2", text_columns=("sentence",)),
@@ -126,8 +149,9 @@ def _features(label_names: list[str]) -> datasets.Features:
     return datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=label_names)})
 
 
-def _stratified_indices(labels: np.ndarray, held_out: tuple[str, ...], seed: int, label_names: list[str],
-                        where: str) -> dict[str, np.ndarray]:
+def _stratified_indices(
+    labels: np.ndarray, held_out: tuple[str, ...], seed: int, label_names: list[str], where: str
+) -> dict[str, np.ndarray]:
     """Cut each class on its own into train and `held_out` splits of HELD_OUT each, seeded.
 
     Per-class cuts (rather than sklearn's global stratified shuffle) keep every class in every
@@ -145,14 +169,15 @@ def _stratified_indices(labels: np.ndarray, held_out: tuple[str, ...], seed: int
             )
         k = max(1, int(HELD_OUT * len(members) + 0.5))
         for i, split in enumerate(held_out):
-            parts[split].append(members[i * k:(i + 1) * k])
-        parts["train"].append(members[len(held_out) * k:])
+            parts[split].append(members[i * k : (i + 1) * k])
+        parts["train"].append(members[len(held_out) * k :])
     # Shuffle each split so classes are interleaved, not in blocks.
     return {split: rng.permutation(np.concatenate(chunks)) for split, chunks in parts.items()}
 
 
-def _complete_splits(parts: dict[str, datasets.Dataset], seed: int, label_names: list[str],
-                     where: str) -> datasets.DatasetDict:
+def _complete_splits(
+    parts: dict[str, datasets.Dataset], seed: int, label_names: list[str], where: str
+) -> datasets.DatasetDict:
     """Fill in missing splits: a lone validation set becomes test; what is still missing comes from train."""
     parts = dict(parts)
     if "train" not in parts or len(parts["train"]) == 0:
@@ -332,8 +357,9 @@ def _parse_jsonl(content: str, name: str) -> tuple[list[str], list[tuple[int, di
     return list(columns), rows
 
 
-def _check_rows(name: str, columns: list[str], rows: list[tuple[int, dict]],
-                is_csv: bool) -> tuple[list[str], list, list[str] | None]:
+def _check_rows(
+    name: str, columns: list[str], rows: list[tuple[int, dict]], is_csv: bool
+) -> tuple[list[str], list, list[str] | None]:
     """Texts, label values and split names (None without a split column), every row checked."""
     if not rows:
         raise DataError(f"{name} has no examples")
@@ -390,8 +416,11 @@ def _load_hub(short_name: str, seed: int) -> TextData:
         ) from err
     label_names = _hub_label_names(raw, source, short_name)
     features = _features(label_names)
-    parts = {split: _hub_split(raw[split], source, features) for split in SPLITS
-             if split in raw and _has_labels(raw[split], source)}
+    parts = {
+        split: _hub_split(raw[split], source, features)
+        for split in SPLITS
+        if split in raw and _has_labels(raw[split], source)
+    }
     return TextData(short_name, _complete_splits(parts, seed, label_names, short_name), label_names)
 
 

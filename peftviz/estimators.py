@@ -366,7 +366,7 @@ def _check_metrics(metrics: Sequence[str] | None) -> list[str]:
         return list(ESTIMATORS)
     if isinstance(metrics, str):
         # ValueError, not TypeError: every bad argument in peftviz raises ValueError
-        raise ConfigError(f"metrics must be a list of names, not the string {metrics!r}")  # noqa: TRY004
+        raise ConfigError(f"metrics must be a list of names, not the string {metrics!r}")
     unknown = [m for m in metrics if m not in ESTIMATORS]
     if unknown:
         raise ConfigError(f"unknown metrics {unknown}, expected names from {list(ESTIMATORS)}")

@@ -71,7 +71,7 @@ def evaluation_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> di
         **calibration.summary(probs, labels, n_bins=n_bins),
         "micro_f1": float(f1_score(labels, predicted, average="micro")),
         "macro_f1": float(f1_score(labels, predicted, average="macro")),
-        "n": int(len(labels)),
+        "n": len(labels),
     }
 
 
@@ -103,6 +103,6 @@ def load_trained(
     state = run.params()
     missing = set(model.trainable_state_dict()) - set(state) - optional
     if missing:
-        raise RunError(f"run {run.name}: params.safetensors lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}")
+        raise RunError(f"run {run.name}: params.safetensors lacks {len(missing)} tensors, e.g. {min(missing)}")
     model.load_state_dict(state, strict=False)
     return model.to(pick_device(device)).eval(), tokenizer

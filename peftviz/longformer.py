@@ -94,7 +94,7 @@ class BandedAttention:
         n = stop - start
         # column of position p is e + s + p, so band keys left of position 0 land in columns >= e
         dense = self.band.new_zeros(B, H, n, e + s + L + s)
-        dense[..., : e] = self.front[:, :, start:stop, :e]
+        dense[..., :e] = self.front[:, :, start:stop, :e]
         dense[..., e + s : e + s + g] = self.front[:, :, start:stop, e:]
         cols = e + torch.arange(start, stop, device=dense.device)[:, None] + torch.arange(width, device=dense.device)
         dense.scatter_add_(-1, cols.expand(B, H, n, width), self.band[:, :, start:stop])  # position i − s + r
@@ -117,7 +117,9 @@ class BandedAttention:
 
     def select(self, index: int) -> BandedAttention:
         """Batch item `index` (kept as a batch of one), as float32 on the CPU."""
-        front, band, global_rows = (t[index : index + 1].float().cpu() for t in (self.front, self.band, self.global_rows))
+        front, band, global_rows = (
+            t[index : index + 1].float().cpu() for t in (self.front, self.band, self.global_rows)
+        )
         return BandedAttention(front, band, global_rows, self.n_extra, self.n_global)
 
 
@@ -242,7 +244,9 @@ class LongSelfAttention(nn.Module):
         k_glob = torch.cat([extra_k, self._heads(self.key_global(hidden))], dim=2)  # (B, H, e + L, d)
         v_glob = torch.cat([extra_v, self._heads(self.value_global(hidden))], dim=2)
         bias = layout.global_bias(e, hidden.dtype)  # (B, 1, 1, e + L)
-        out_glob, w_glob = attend(q_glob, k_glob, v_glob, bias, scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record)
+        out_glob, w_glob = attend(
+            q_glob, k_glob, v_glob, bias, scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record
+        )
 
         # every text query: the front keys and its window, in blocks of s queries. The blocks
         # cover only the T text positions: prefix positions are global, never in a window.
@@ -296,7 +300,9 @@ class LongAttention(nn.Module):
         self.self = LongSelfAttention(config, layer_id)
         self.output = LongformerSelfOutput(config)
 
-    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, layout: LongLayout, peftviz: AttentionContext):
+    def forward(
+        self, hidden_states: Tensor, attention_mask: Tensor | None, layout: LongLayout, peftviz: AttentionContext
+    ):
         return self.output(self.self(hidden_states, layout, peftviz), hidden_states), None
 
 
@@ -309,7 +315,9 @@ class LongLayer(nn.Module):
         self.intermediate = LongformerIntermediate(config)
         self.output = LongformerOutput(config)
 
-    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None, layout: LongLayout, peftviz: AttentionContext):
+    def forward(
+        self, hidden_states: Tensor, attention_mask: Tensor | None, layout: LongLayout, peftviz: AttentionContext
+    ):
         attended, _ = self.attention(hidden_states, attention_mask, layout=layout, peftviz=peftviz)
         return self.output(self.intermediate(attended), attended)
 

@@ -96,7 +96,13 @@ class PeftClassifier(nn.Module):
         backbone, head = self._n_pretrained, _n_params(self.head)
         method = _n_params(self.method) + _n_params(self.encoder) - backbone
         trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
-        return {"backbone": backbone, "method": method, "head": head, "total": backbone + method + head, "trainable": trainable}
+        return {
+            "backbone": backbone,
+            "method": method,
+            "head": head,
+            "total": backbone + method + head,
+            "trainable": trainable,
+        }
 
     def trainable_state_dict(self) -> dict[str, Tensor]:
         """The trained parameters (method, head, and the backbone only if it trains) and buffers of the method."""
@@ -112,4 +118,6 @@ def build_classifier(
     encoder, method: str, num_labels: int, options: dict | None = None, pooling: str = "cls", head_dropout: float = 0.1
 ) -> PeftClassifier:
     """Attach method `method` (with its config `options`) and a head to `encoder`."""
-    return PeftClassifier(encoder, make_method(method, encoder.config, **(options or {})), num_labels, pooling, head_dropout)
+    return PeftClassifier(
+        encoder, make_method(method, encoder.config, **(options or {})), num_labels, pooling, head_dropout
+    )

@@ -57,13 +57,15 @@ class Options:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict) -> "Options":
+    def from_dict(cls, values: dict) -> Options:
         if not isinstance(values, dict):
             raise ConfigError(f"{cls.__name__} needs a mapping of options, not {type(values).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ConfigError(f"{cls.__name__} has no option(s) {', '.join(unknown)}; options: {', '.join(sorted(known))}")
+            raise ConfigError(
+                f"{cls.__name__} has no option(s) {', '.join(unknown)}; options: {', '.join(sorted(known))}"
+            )
         return cls(**values)
 
     @classmethod

@@ -14,7 +14,9 @@ class TerminalProgress:
     def __call__(self, event) -> None:
         if event.phase == "train":
             if self.bar is None:
-                self.bar = tqdm(total=event.batches, desc=f"{event.run} epoch {event.epoch}/{event.epochs}", leave=False)
+                self.bar = tqdm(
+                    total=event.batches, desc=f"{event.run} epoch {event.epoch}/{event.epochs}", leave=False
+                )
             self.bar.n = event.batch
             self.bar.set_postfix(loss=f"{event.loss:.3f}", refresh=False)
             self.bar.refresh()

@@ -23,9 +23,10 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -74,7 +75,7 @@ class RunWriter:
         self.metrics: list[dict] = []
 
     @classmethod
-    def create(cls, root: Path, config: TrainConfig, recorded: dict) -> "RunWriter":
+    def create(cls, root: Path, config: TrainConfig, recorded: dict) -> RunWriter:
         """A new run folder; config.json holds the settings and `recorded` (label names, parameters, environment)."""
         name = f"{_slug(config.name)}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         path = Path(root) / name
@@ -92,7 +93,7 @@ class RunWriter:
     def write_predictions(self, name: str, probs: np.ndarray, labels: np.ndarray) -> None:
         _write_npz(self.path / "predictions" / f"{name}.npz", probs, labels)
 
-    def write_params(self, state: dict[str, "Tensor"]) -> None:
+    def write_params(self, state: dict[str, Tensor]) -> None:
         from safetensors.torch import save_file
 
         tensors = {name: t.detach().cpu().contiguous() for name, t in state.items()}
@@ -198,7 +199,7 @@ class Run:
             raise RunError(f"run {self.name}: predictions {name} have shapes {probs.shape} and {labels.shape}")
         return probs, labels
 
-    def params(self) -> dict[str, "Tensor"]:
+    def params(self) -> dict[str, Tensor]:
         from safetensors import SafetensorError
         from safetensors.torch import load_file
 
@@ -209,6 +210,7 @@ class Run:
 
 
 # ---------------------------------------------------------------- groups of seeds
+
 
 def group_key(config: TrainConfig) -> str:
     """A short hash of every setting but the training seed and the method's links to other runs (the
@@ -304,7 +306,9 @@ def load_run(path: Path) -> Run:
     except (OSError, ValueError) as err:
         return Run(path, "corrupt", run.config, run.metrics, error=f"{type(err).__name__}: {err}".splitlines()[0],
                    record=run.record)  # fmt: skip
-    missing = [m.get("epoch") for m in run.metrics if not (path / "predictions" / f"epoch_{m.get('epoch')}.npz").exists()]
+    missing = [
+        m.get("epoch") for m in run.metrics if not (path / "predictions" / f"epoch_{m.get('epoch')}.npz").exists()
+    ]
     if missing:
         return Run(path, "corrupt", run.config, run.metrics, error=f"predictions missing for epoch(s) {missing}",
                    record=run.record)  # fmt: skip

@@ -12,10 +12,10 @@ import math
 import platform
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch

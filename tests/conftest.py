@@ -3,9 +3,9 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import pytest  # noqa: E402
+import pytest
 
-from tests.helpers import BERT_FAMILIES, FAMILIES  # noqa: E402
+from tests.helpers import BERT_FAMILIES, FAMILIES
 
 
 @pytest.fixture(params=FAMILIES)

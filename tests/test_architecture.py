@@ -36,7 +36,9 @@ def method_names_in(path: Path) -> list[str]:
     found = []
     for name in METHODS:
         word = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
-        found += [f"{path.relative_to(ROOT)}:{line}: {name!r}" for line, text in string_constants(path) if word.search(text)]
+        found += [
+            f"{path.relative_to(ROOT)}:{line}: {name!r}" for line, text in string_constants(path) if word.search(text)
+        ]
     return found
 
 
@@ -89,6 +91,7 @@ def test_light_entry_points_import_no_torch(entry):
 
 def test_help_lists_the_choices():
     text = subprocess.run(
-        [sys.executable, "-m", "peftviz", "compare", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
-    ).stdout
+        [sys.executable, "-m", "peftviz", "compare", "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
     assert "{cls,mean}" in text and "{linear,cosine}" in text and "--methods" in text

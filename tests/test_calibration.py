@@ -99,9 +99,7 @@ def test_hand_computed_equal_mass():
     # ECE = 3/5 * 0.7/3 + 2/5 * 0.125 = 0.14 + 0.05 = 0.19;  MCE = 0.7/3;  ACE = (0.7/3 + 0.125) / 2
     assert cal.ece(HAND_PROBS, HAND_LABELS, n_bins=2, scheme="mass") == pytest.approx(0.19, abs=TIGHT)
     assert cal.mce(HAND_PROBS, HAND_LABELS, n_bins=2, scheme="mass") == pytest.approx(0.7 / 3, abs=TIGHT)
-    assert cal.ace(HAND_PROBS, HAND_LABELS, n_bins=2, scheme="mass") == pytest.approx(
-        (0.7 / 3 + 0.125) / 2, abs=TIGHT
-    )
+    assert cal.ace(HAND_PROBS, HAND_LABELS, n_bins=2, scheme="mass") == pytest.approx((0.7 / 3 + 0.125) / 2, abs=TIGHT)
     table = cal.reliability_bins(HAND_PROBS, HAND_LABELS, n_bins=2, scheme="mass")
     np.testing.assert_array_equal(table["count"], [3, 2])
     np.testing.assert_allclose(table["lower"], [0.4, 0.85], atol=TIGHT)

@@ -100,8 +100,14 @@ def test_pairs_are_paired_by_seed_and_holm_adjusted_per_metric(groups, result):
     for metric in ("ece", "brier"):
         rows = pairs[pairs["metric"] == metric]
         for _, row in rows.iterrows():
-            a = [estimators.point_estimates(*r.predictions("test"), 10, "width", [metric])[metric] for r in by_label[row["a"]].runs]
-            b = [estimators.point_estimates(*r.predictions("test"), 10, "width", [metric])[metric] for r in by_label[row["b"]].runs]
+            a = [
+                estimators.point_estimates(*r.predictions("test"), 10, "width", [metric])[metric]
+                for r in by_label[row["a"]].runs
+            ]
+            b = [
+                estimators.point_estimates(*r.predictions("test"), 10, "width", [metric])[metric]
+                for r in by_label[row["b"]].runs
+            ]
             assert row["difference"] == pytest.approx(np.mean(a) - np.mean(b), abs=1e-12)
             assert row["test"] == "paired t (seeds)"
             if not np.allclose(np.subtract(a, b), np.subtract(a, b)[0]):

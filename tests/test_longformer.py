@@ -42,8 +42,9 @@ def test_a_saved_longformer_folder_loads_as_peftviz_encoder(tmp_path):
     """What `allenai/longformer-base-4096` does by name: a Longformer checkpoint loads unchanged."""
     reference = LongformerModel(tiny_encoder("longformer", window=WINDOW).config, add_pooling_layer=False).eval()
     reference.save_pretrained(tmp_path)
-    from peftviz.backbones import minilm_path
     from transformers import AutoTokenizer
+
+    from peftviz.backbones import minilm_path
 
     AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(tmp_path)
     encoder, _ = load_encoder(str(tmp_path))
@@ -119,7 +120,9 @@ def test_recorded_prefix_mass_equals_mass_from_q_and_k(method, layer):
     rows = mask.bool().unsqueeze(1).expand(B, H, -1)  # text queries that are not padding
     rows = torch.cat([torch.ones(B, H, Tq - mask.shape[1], dtype=torch.bool), rows], -1)
     torch.testing.assert_close(mass[:, :, :g], reference_mass[:, :, :g], atol=1e-5, rtol=0)  # global part
-    torch.testing.assert_close(mass[:, :, g:][rows[:, :, g:]], reference_mass[:, :, g:][rows[:, :, g:]], atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        mass[:, :, g:][rows[:, :, g:]], reference_mass[:, :, g:][rows[:, :, g:]], atol=1e-5, rtol=0
+    )
     assert reference_mass[:, :, g:][rows[:, :, g:]].std() > 1e-3  # mass varies: a constant would not test much
     # the whole banded record, made dense, is the reference's weights
     dense = recorded.to_dense().double()

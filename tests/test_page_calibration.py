@@ -15,8 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz import calibration, estimators
 from peftviz.analysis import calibration as analysis
-from peftviz.figures import calibration as figures
 from peftviz.config import TrainConfig
+from peftviz.figures import calibration as figures
 from peftviz.runs import Run, RunError, group_runs, list_runs, load_run
 from tests.helpers import charts
 

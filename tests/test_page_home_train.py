@@ -84,7 +84,7 @@ def test_train_page_trains_a_smoke_run_in_the_background(empty_store):
 def test_a_second_tab_gets_the_running_job_instead_of_starting_another(tmp_path, monkeypatch):
     import threading
 
-    import peftviz.jobs as jobs
+    from peftviz import jobs
     from peftviz.config import comparison
 
     release, calls = threading.Event(), []

@@ -64,7 +64,9 @@ def test_averaging_identical_heads_leaves_the_output_unchanged(family, tmp_path)
     path = tmp_path / "one_head.safetensors"
     save_file({k: v.contiguous() for k, v in one_head.method.state_dict().items()}, path)
 
-    four_heads = tiny_classifier("tiny-attention", family, n_heads=4, head_dim=2, init_from=str(path), init_perturbation=0.0)
+    four_heads = tiny_classifier(
+        "tiny-attention", family, n_heads=4, head_dim=2, init_from=str(path), init_perturbation=0.0
+    )
     four_heads.head.load_state_dict(one_head.head.state_dict())
     ids, mask = padded_batch()
     with torch.no_grad():

@@ -15,8 +15,8 @@ import torch
 from peftviz import calibration
 from peftviz.__main__ import main
 from peftviz.config import comparison, preset_config
-from peftviz.runs import list_runs, load_run
 from peftviz.inference import load_trained, make_loader, predict, run_data, tokenize
+from peftviz.runs import list_runs, load_run
 from peftviz.train import train
 
 ROOT = Path(__file__).resolve().parent.parent

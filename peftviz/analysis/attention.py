@@ -251,7 +251,9 @@ def prefix_rows(doc: DocumentAttention, layer: int, head: int, top_k: int = 5, b
     Raises ValueError for a run whose prefixes are not positions (no prefix queries).
     """
     if doc.n_prefix_queries == 0:
-        raise ConfigError("this run has no prefix positions: only prefixes that are positions of their own have queries")
+        raise ConfigError(
+            "this run has no prefix positions: only prefixes that are positions of their own have queries"
+        )
     j = doc.n_prefix_keys
     shares = _shares(doc.prefix_queries(layer)[head])  # (j, Tk)
     text = shares[:, j:]  # (j, T)

@@ -117,7 +117,9 @@ def ece_over_epochs(
         probs, labels = run.predictions(epoch)
         metric = "ece" if scheme == "width" else "ece_mass"
         found = estimators.estimate_all(probs, labels, n_bins, scheme, n_resamples, metrics=[metric])[metric]
-        rows.append({"run": name or run.label, "epoch": epoch, "ece": found.value, "low": found.low, "high": found.high})
+        rows.append(
+            {"run": name or run.label, "epoch": epoch, "ece": found.value, "low": found.low, "high": found.high}
+        )
     return pd.DataFrame(rows, columns=["run", "epoch", "ece", "low", "high"])
 
 
@@ -250,5 +252,3 @@ def group_mean_curve(diagrams: list[SmoothDiagram], level: float = stats.LEVEL) 
     return replace(diagrams[0], curve=mean, lower=mean - half, upper=mean + half,
                    density=np.mean([d.density for d in diagrams], axis=0),
                    smooth_ece=float(np.mean([d.smooth_ece for d in diagrams])))  # fmt: skip
-
-

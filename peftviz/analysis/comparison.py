@@ -199,7 +199,9 @@ def _interval_cell(mean: float, low: float, high: float) -> str:
 def wide_summary(comparison: Comparison) -> pd.DataFrame:
     """Unit × metric, each cell "mean [low, high]"; rows in the order of the units."""
     table = comparison.summary
-    cells = table.assign(cell=[_interval_cell(m, lo, hi) for m, lo, hi in zip(table["mean"], table["low"], table["high"])])
+    cells = table.assign(
+        cell=[_interval_cell(m, lo, hi) for m, lo, hi in zip(table["mean"], table["low"], table["high"])]
+    )
     wide = cells.pivot(index="unit", columns="metric", values="cell").reindex(table["unit"].unique())
     seeds = table.drop_duplicates("unit").set_index("unit")["seeds"]
     wide.insert(0, "seeds", seeds)

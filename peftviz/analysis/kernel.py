@@ -21,8 +21,8 @@ No Streamlit and no plotting here: the page calls these and `peftviz.figures.ker
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -153,7 +153,9 @@ def sweep_model(run: Run, device: str = "auto") -> tuple[PeftClassifier, object]
     if not sweepable(run):
         raise RunError(f"run {run.name} is {run.config.method if run.config else '?'}: the α sweep does not apply")
     # α is overridden, so a run trained without α loads all the same
-    return load_trained(run, device, method=run.method_class.alpha_sweep_method, optional=frozenset({"method.log_alpha"}))
+    return load_trained(
+        run, device, method=run.method_class.alpha_sweep_method, optional=frozenset({"method.log_alpha"})
+    )
 
 
 def evaluate_under_alpha(model: PeftClassifier, loader, alpha: float | str, n_bins: int) -> dict:
@@ -269,7 +271,9 @@ def _trained_row(run: Run) -> dict | None:
 def _group(run: Run, options) -> str:
     """model · dataset, plus the method options (other than α) that differ from their defaults."""
     defaults = type(options)().to_dict()
-    changed = [f"{name}={value}" for name, value in options.to_dict().items() if name != "alpha" and value != defaults[name]]
+    changed = [
+        f"{name}={value}" for name, value in options.to_dict().items() if name != "alpha" and value != defaults[name]
+    ]
     return " · ".join([run.config.model, run.config.dataset, *changed])
 
 

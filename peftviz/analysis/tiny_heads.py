@@ -59,8 +59,7 @@ def _check_shapes(run: Run, layer: int, stored: dict[str, np.ndarray], inner: in
     for name, shape in expected.items():
         if stored[name].shape != shape:
             raise RunError(
-                f"run {run.name}: layer {layer} {name} weight is {stored[name].shape}, "
-                f"the config's heads need {shape}"
+                f"run {run.name}: layer {layer} {name} weight is {stored[name].shape}, the config's heads need {shape}"
             )
 
 

@@ -55,7 +55,7 @@ def token_heatmap_figure(
     Axis ticks are the token strings; a line separates the prefix keys from the text keys.
     """
     _check_cells(matrix)
-    rows, columns = matrix.shape
+    rows, _ = matrix.shape
     hover = np.array([[f"{q} → {k}" for k in col_labels] for q in row_labels])  # (rows, columns)
     fig = go.Figure(_indexed_heatmap(matrix, hover, "%{customdata}: %{z:.3f}<extra></extra>", "weight"))
     if n_prefix_keys:

@@ -52,32 +52,74 @@ def _add_reliability(fig: go.Figure, table: pd.DataFrame, col: int = 1, showlege
     custom = table[["confidence", "accuracy", "count"]].to_numpy().tolist()
     legend = {"showlegend": showlegend, "legendgroup": "diagram"}
     fig.add_trace(
-        go.Bar(x=centres, y=accuracy, width=widths, name="accuracy", marker_color=ACCURACY_COLOR,
-               customdata=custom, hovertemplate=hover, **legend),
-        row=1, col=col,
+        go.Bar(
+            x=centres,
+            y=accuracy,
+            width=widths,
+            name="accuracy",
+            marker_color=ACCURACY_COLOR,
+            customdata=custom,
+            hovertemplate=hover,
+            **legend,
+        ),
+        row=1,
+        col=col,
     )
     # the gap bar starts at the accuracy and ends at the mean confidence: red above a bar is
     # over-confidence, red inside it under-confidence
     fig.add_trace(
-        go.Bar(x=centres, y=(table["confidence"] - table["accuracy"]).tolist(), base=accuracy, width=widths,
-               name="gap", marker_color=GAP_COLOR, customdata=custom, hovertemplate=hover, **legend),
-        row=1, col=col,
+        go.Bar(
+            x=centres,
+            y=(table["confidence"] - table["accuracy"]).tolist(),
+            base=accuracy,
+            width=widths,
+            name="gap",
+            marker_color=GAP_COLOR,
+            customdata=custom,
+            hovertemplate=hover,
+            **legend,
+        ),
+        row=1,
+        col=col,
     )
     fig.add_trace(
-        go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
-                   line={"dash": "dash", "color": "gray"}, hoverinfo="skip", **legend),
-        row=1, col=col,
+        go.Scatter(
+            x=[0, 1],
+            y=[0, 1],
+            mode="lines",
+            name="perfect calibration",
+            line={"dash": "dash", "color": "gray"},
+            hoverinfo="skip",
+            **legend,
+        ),
+        row=1,
+        col=col,
     )
     fig.add_trace(
-        go.Bar(x=centres, y=table["count"].tolist(), width=widths, name="count", marker_color=COUNT_COLOR,
-               customdata=custom, hovertemplate=hover, **legend),
-        row=2, col=col,
+        go.Bar(
+            x=centres,
+            y=table["count"].tolist(),
+            width=widths,
+            name="count",
+            marker_color=COUNT_COLOR,
+            customdata=custom,
+            hovertemplate=hover,
+            **legend,
+        ),
+        row=2,
+        col=col,
     )
 
 
 def _diagram_layout(fig: go.Figure, title: str, n_cols: int) -> go.Figure:
-    fig.update_layout(title=title, barmode="overlay", bargap=0, height=460, margin={"t": 70, "b": 40},
-                      legend={"orientation": "h", "y": -0.15})
+    fig.update_layout(
+        title=title,
+        barmode="overlay",
+        bargap=0,
+        height=460,
+        margin={"t": 70, "b": 40},
+        legend={"orientation": "h", "y": -0.15},
+    )
     for col in range(1, n_cols + 1):
         fig.update_yaxes(title_text="accuracy" if col == 1 else None, range=[0, 1], row=1, col=col)
         fig.update_yaxes(title_text="count" if col == 1 else None, row=2, col=col)
@@ -99,13 +141,22 @@ def recalibration_figure(result: Recalibration) -> go.Figure:
         f"before ({'T = 1' if result.temperature is not None else 'as trained'}): ECE {result.before['ece']:.4f}",
         f"after ({result.label}): ECE {result.after['ece']:.4f}",
     ]
-    fig = make_subplots(rows=2, cols=2, shared_xaxes=True, row_heights=[0.72, 0.28], vertical_spacing=0.06,
-                        horizontal_spacing=0.06, subplot_titles=titles)
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        shared_xaxes=True,
+        row_heights=[0.72, 0.28],
+        vertical_spacing=0.06,
+        horizontal_spacing=0.06,
+        subplot_titles=titles,
+    )
     _add_reliability(fig, result.before_bins, col=1)
     _add_reliability(fig, result.after_bins, col=2, showlegend=False)
-    title = (f"{RECALIBRATION_NAMES[result.method].capitalize()} · {result.before_bins['run'].iloc[0]}"
-             f"<br><sup>fitted on epoch {result.fitted_on_epoch} validation (N = {result.n_validation}); "
-             f"{caption(result.before_bins)}</sup>")
+    title = (
+        f"{RECALIBRATION_NAMES[result.method].capitalize()} · {result.before_bins['run'].iloc[0]}"
+        f"<br><sup>fitted on epoch {result.fitted_on_epoch} validation (N = {result.n_validation}); "
+        f"{caption(result.before_bins)}</sup>"
+    )
     return _diagram_layout(fig, title, 2)
 
 
@@ -137,8 +188,10 @@ def ece_over_epochs_figure(curves: pd.DataFrame, scheme: str, n_bins: int, band:
         fig.add_vline(x=epoch, line={"dash": "dot", "color": "gray"})
     fig.update_layout(
         title=f"ECE per epoch ({n_bins} {SCHEME_NAMES[scheme]} bins)<br><sup>band: {band}</sup>",
-        xaxis={"title": "epoch", "dtick": 1}, yaxis={"title": "ECE", "rangemode": "tozero"},
-        height=420, margin={"t": 70},
+        xaxis={"title": "epoch", "dtick": 1},
+        yaxis={"title": "ECE", "rangemode": "tozero"},
+        height=420,
+        margin={"t": 70},
     )
     return fig
 

@@ -35,7 +35,11 @@ def toolbar_config(name: str, image_format: str = "svg") -> dict:
         raise ConfigError(f"image format must be one of {', '.join(IMAGE_FORMATS)}, not {image_format!r}")
     return {
         "displaylogo": False,
-        "toImageButtonOptions": {"format": image_format, "filename": file_stem(name), "scale": 2 if image_format == "png" else 1},
+        "toImageButtonOptions": {
+            "format": image_format,
+            "filename": file_stem(name),
+            "scale": 2 if image_format == "png" else 1,
+        },
     }
 
 

@@ -28,7 +28,7 @@ class MethodRegistry(Mapping):
     def __init__(self, entries: dict[str, str]):
         self._entries = dict(entries)
 
-    def __getitem__(self, name: str) -> type["PeftMethod"]:
+    def __getitem__(self, name: str) -> type[PeftMethod]:
         module_name, class_name = self._entries[name].split(":")
         cls = getattr(importlib.import_module(f"peftviz.methods.{module_name}"), class_name)
         cls.name = name  # the registry names the method; the class never repeats it
@@ -58,14 +58,14 @@ METHODS = MethodRegistry(
 )
 
 
-def method_class(name: str) -> type["PeftMethod"]:
+def method_class(name: str) -> type[PeftMethod]:
     try:
         return METHODS[name]
     except KeyError:
         raise ConfigError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
 
 
-def make_method(name: str, encoder_config, **options) -> "PeftMethod":
+def make_method(name: str, encoder_config, **options) -> PeftMethod:
     """Build method `name` for an encoder with `encoder_config`; options are its config fields."""
     cls = method_class(name)
     return cls(cls.config_class.from_dict(options), encoder_config)
@@ -76,7 +76,7 @@ def paper_methods() -> list[str]:
     return [name for name in METHODS if METHODS[name].from_the_papers]
 
 
-def alpha_grid_method() -> type["PeftMethod"]:
+def alpha_grid_method() -> type[PeftMethod]:
     """The method trained at each α of a grid (`python -m peftviz alpha-grid`, the Kernel page)."""
     return next(METHODS[name] for name in METHODS if METHODS[name].alpha_grid)
 

@@ -98,12 +98,12 @@ class PeftMethod(nn.Module):
         return cls.learning_rates.get(preset, default)
 
     @classmethod
-    def comparison_variants(cls, config: "TrainConfig") -> list["TrainConfig"]:
+    def comparison_variants(cls, config: TrainConfig) -> list[TrainConfig]:
         """The runs of this method in `python -m peftviz compare`: by default just `config`."""
         return [config]
 
     @classmethod
-    def before_training(cls, config: "TrainConfig", earlier: list["Run"]) -> "TrainConfig":
+    def before_training(cls, config: TrainConfig, earlier: list[Run]) -> TrainConfig:
         """The config to train, given the runs a comparison already trained (a variant may start from one)."""
         return config
 

@@ -15,9 +15,9 @@ positive and moves on the log scale its grid ({1e-3 … 4e-2}) is laid out on.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from torch import nn
@@ -70,7 +70,7 @@ class KernelPrefixPropagation(PrefixPropagation):
         return self.log_alpha.exp()
 
     @contextmanager
-    def with_alpha(self, alpha: float | str) -> Iterator["KernelPrefixPropagation"]:
+    def with_alpha(self, alpha: float | str) -> Iterator[KernelPrefixPropagation]:
         """Inside the block every layer uses `alpha`: a float, or "exact" for each query's own λ(C)."""
         before = self.alpha_override
         self.alpha_override = alpha

@@ -78,7 +78,9 @@ class TinyAttention(nn.Module):
     def forward(self, z: Tensor, key_bias: Tensor | None = None) -> Tensor:
         B, T, _ = z.shape
         M, D = self.n_heads, self.head_dim
-        q, k, v = (proj(z).view(B, T, M, D).transpose(1, 2) for proj in (self.query, self.key, self.value))  # (B, M, T, D)
+        q, k, v = (
+            proj(z).view(B, T, M, D).transpose(1, 2) for proj in (self.query, self.key, self.value)
+        )  # (B, M, T, D)
         if key_bias is not None:
             key_bias = key_bias.to(q.dtype)
         heads = F.scaled_dot_product_attention(q, k, v, attn_mask=key_bias)  # (B, M, T, D), scale 1/√D
@@ -93,7 +95,7 @@ class TinyAttention(nn.Module):
         return split
 
     @torch.no_grad()
-    def averaged(self) -> "TinyAttention":
+    def averaged(self) -> TinyAttention:
         """Eqs. 5–8: one head with the heads' mean W_Q, W_K, W_V and output projection M·Ō."""
         heads = self.per_head()
         single = TinyAttention(self.out.out_features, 1, self.head_dim).to(self.out.weight)
@@ -160,12 +162,14 @@ class TinyAttentionMethod(PeftMethod):
         generator = torch.Generator().manual_seed(seed)
         for index, adapter in enumerate(self.adapters):
             prefix = f"adapters.{index}."
-            single = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
+            single = {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
             if single.get("query.weight") is None or single["query.weight"].shape[0] != self.config.head_dim:
-                raise ValueError(f"init_from holds no one-head adapter of head size {self.config.head_dim} for layer {index}")
+                raise ValueError(
+                    f"init_from holds no one-head adapter of head size {self.config.head_dim} for layer {index}"
+                )
             adapter.copy_heads_from(single, perturbation, generator)
 
-    def average_heads_(self) -> "TinyAttentionMethod":
+    def average_heads_(self) -> TinyAttentionMethod:
         """Replace every adapter by its parameter average (eqs. 5–8), in place; returns self."""
         self.averaged_from = self.config.n_heads
         self.adapters = nn.ModuleList(adapter.averaged() for adapter in self.adapters)
@@ -179,7 +183,7 @@ class TinyAttentionMethod(PeftMethod):
         return "averaged"
 
     @classmethod
-    def comparison_variants(cls, config: "TrainConfig") -> list["TrainConfig"]:
+    def comparison_variants(cls, config: TrainConfig) -> list[TrainConfig]:
         """One head, then four heads started as perturbed copies of it and averaged at the end (the
         paper's recipe; `before_training` fills in `init_from`)."""
         four_heads = {**config.method_options, "n_heads": 4, "average_heads": True}
@@ -189,7 +193,7 @@ class TinyAttentionMethod(PeftMethod):
         ]
 
     @classmethod
-    def before_training(cls, config: "TrainConfig", earlier: list["Run"]) -> "TrainConfig":
+    def before_training(cls, config: TrainConfig, earlier: list[Run]) -> TrainConfig:
         """A multi-head adapter without `init_from` starts from the comparison's last one-head run."""
         options = config.method_options
         if options.get("n_heads", 1) == 1 or options.get("init_from"):
