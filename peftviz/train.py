@@ -69,10 +69,11 @@ def environment(device: torch.device) -> dict:
 
 def make_optimizer(model: PeftClassifier, config: TrainConfig, total_steps: int):
     decay, no_decay = [], []
-    for p in model.parameters():
+    kept = model.method.no_weight_decay  # e.g. (IA)³'s scalings, which peft stores as (D, 1) matrices
+    for name, p in model.named_parameters():
         if p.requires_grad:
-            # no decay on vectors: biases, LayerNorm, log α, (IA)³'s scalings (stored (D, 1) by peft)
-            (decay if p.squeeze().ndim >= 2 else no_decay).append(p)
+            # no decay on biases, LayerNorm, log α, nor on what the method says is not a weight
+            (no_decay if p.ndim < 2 or any(part in name for part in kept) else decay).append(p)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.learning_rate,

@@ -48,6 +48,8 @@ class PeftMethod(nn.Module):
     from_the_papers: ClassVar[bool] = True  # one of the papers' methods (the default comparison), or a baseline
     # preset -> learning rate when the preset's own default does not suit the method
     learning_rates: ClassVar[dict[str, float]] = {}
+    # names (or parts of names) of its parameters that are scalings, not weights: AdamW does not decay them
+    no_weight_decay: ClassVar[tuple[str, ...]] = ()
     # options that name another run (not settings: groups of seeds and rebuilding a run ignore them)
     run_links: ClassVar[frozenset[str]] = frozenset()
 
@@ -77,6 +79,8 @@ class PeftMethod(nn.Module):
         """Register hooks on `encoder` (or inject layers into it). The default changes nothing."""
 
     def remove_hooks(self) -> None:
+        """Undo `attach`: `_hooks` holds anything with a `remove()` (hook handles, and handles that put
+        back layers peft wrapped or re-freeze what a method unfroze)."""
         for handle in self._hooks:
             handle.remove()
         self._hooks.clear()
