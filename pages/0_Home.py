@@ -47,7 +47,7 @@ with st.expander("Train the quick comparison", expanded=not runs):
     st.markdown(
         f"{len(configs)} runs on the offline MiniLM and bbc-news ({quick['limit']:,} training documents, "
         f"{quick['max_length']} tokens, {quick['epochs']} epochs): {', '.join(config.name for config in configs)}. "
-        "About 1 to 2 minutes per run on 2 CPU cores."
+        "About 2 minutes per run on 2 CPU cores (1.6 to 2.5 measured)."
     )
     n_seeds = int(st.number_input(
         "Training seeds", 1, 10, 1, help="each method once per seed (0, 1, …) on the same split; with two or more "
