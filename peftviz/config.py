@@ -84,6 +84,8 @@ class TrainConfig(Options):
         `average_heads` was a run setting before it became the method's option."""
         if not isinstance(record, dict):
             raise ConfigError(f"config.json holds a {type(record).__name__}, not an object")
+        if "method" not in record:  # a run's settings are what it stored: no default stands in for its method
+            raise ConfigError("the run names no method")
         values = {key: value for key, value in record.items() if key not in RECORD_ONLY}
         values.setdefault("data_seed", values.get("seed", 0))
         if values.pop("average_heads", False):

@@ -142,7 +142,12 @@ def test_corrupt_run_folders_are_listed_as_corrupt(tmp_path, smoke_runs):
     missing_npz.mkdir()
     (missing_npz / "config.json").write_text(json.dumps({"method": "prefix-tuning"}))
     (missing_npz / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "micro_f1": 0.5}) + "\n")
+    for name, config in {"no-method": {}, "bad-option": {"method": "prefix-tuning", "pooling": "max"}}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
     statuses = {run.name: (run.status, run.error) for run in list_runs(tmp_path)}
+    assert statuses["no-method"] == ("corrupt", "config.json: the run names no method")
+    assert statuses["bad-option"] == ("corrupt", "config.json: pooling must be one of cls, mean, not 'max'")
     assert statuses["broken-config"][0] == "corrupt" and "JSONDecodeError" in statuses["broken-config"][1]
     assert statuses["missing-npz"] == ("corrupt", "predictions missing for epoch(s) [1]")
     bad_params = runs[0].path.parent / "copy-with-bad-params"
