@@ -6,7 +6,7 @@ model's forward. peftviz passes one `AttentionContext` per forward as `peftviz=c
 function can
 
 - prepend per-layer prefix keys/values (prefix-tuning, paper eq. 2),
-- treat the first `n_prefix` positions as prefixes (prefix-propagation, eq. 1),
+- treat the first `n_prefix_keys` positions as prefixes (prefix-propagation, eq. 1),
 - split the softmax into a sequence term and an α-scaled prefix term (kernel form, eq. 3/7),
 - record the attention weights over [prefix keys; sequence keys] for analysis.
 
@@ -49,7 +49,7 @@ class KernelSpec:
 class AttentionContext:
     """Per-forward state read by `peftviz_attention` and by the methods' layer hooks."""
 
-    n_prefix: int = 0  # prefix keys in front of the sequence keys, in every layer
+    n_prefix_keys: int = 0  # prefix keys in front of the sequence keys, in every layer
     prefix_kv: list[tuple[Tensor, Tensor]] | None = None  # per layer (B, H, j, d) keys, values
     prefix_states: list[Tensor] | None = None  # per layer (B, j, D), prefix-propagation's P^(l)
     kernel: KernelSpec | None = None
@@ -220,7 +220,7 @@ def peftviz_attention(
         if attention_mask is not None:
             attention_mask = F.pad(attention_mask, (prefix_k.shape[2], 0), value=0.0)
     out, weights = attend(
-        query, key, value, attention_mask, scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record
+        query, key, value, attention_mask, scaling, ctx.n_prefix_keys, ctx.kernel, layer, dropout, ctx.record
     )
     if ctx.record:
         ctx.attentions[layer] = weights.detach()

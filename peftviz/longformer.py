@@ -13,7 +13,7 @@ same attention (a test checks it against transformers'), with room for the metho
 - Every other query attends, with the local projections, to the global keys and to the positions
   at most s = window / 2 away (Longformer's sliding window).
 - Prefix-tuning's keys/values are extra keys in front of both, so every query attends to them.
-- Each query's first `ctx.n_prefix` keys are its prefix keys (prefix-tuning's extra keys, or the
+- Each query's first `ctx.n_prefix_keys` keys are its prefix keys (prefix-tuning's extra keys, or the
   prefix positions), so the kernel split of eq. 3 and λ(C) work as on BERT (see attention.attend).
 
 The local part runs over the text positions in blocks of s queries: the queries of block b can
@@ -169,14 +169,14 @@ def band_from_blocks(weights: Tensor, size: int) -> Tensor:
 class LongLayout:
     """What every layer of one forward needs to know about its L = j + T positions."""
 
-    n_prefix: int  # j: prefix positions in front of the text (prefix-propagation), all global
+    n_prefix_queries: int  # j: prefix positions in front of the text (prefix-propagation), all global
     key_visible: Tensor  # (B, L) bool, False at padding
     _biases: dict = field(default_factory=dict)  # the attention biases, shared by all layers
 
     @property
     def n_global(self) -> int:
         """g: the prefix positions and the text's first token."""
-        return self.n_prefix + 1
+        return self.n_prefix_queries + 1
 
     def global_bias(self, n_extra: int, dtype: torch.dtype) -> Tensor:
         """(B, 1, 1, e + L) additive bias of the global queries' keys; built once per forward."""
@@ -195,7 +195,7 @@ class LongLayout:
         """
         key = (size, n_front, dtype)
         if key not in self._biases:
-            text = self.key_visible[:, self.n_prefix :]
+            text = self.key_visible[:, self.n_prefix_queries :]
             local = F.pad(text, (0, -text.shape[1] % size), value=False)
             local[:, 0] = False  # <s> is global
             B, T = local.shape
@@ -245,12 +245,12 @@ class LongSelfAttention(nn.Module):
         v_glob = torch.cat([extra_v, self._heads(self.value_global(hidden))], dim=2)
         bias = layout.global_bias(e, hidden.dtype)  # (B, 1, 1, e + L)
         out_glob, w_glob = attend(
-            q_glob, k_glob, v_glob, bias, scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record
+            q_glob, k_glob, v_glob, bias, scaling, ctx.n_prefix_keys, ctx.kernel, layer, dropout, ctx.record
         )
 
         # every text query: the front keys and its window, in blocks of s queries. The blocks
         # cover only the T text positions: prefix positions are global, never in a window.
-        j, T = layout.n_prefix, L - layout.n_prefix
+        j, T = layout.n_prefix_queries, L - layout.n_prefix_queries
         k, v = (self._heads(proj(hidden)) for proj in (self.key, self.value))  # (B, H, L, d)
         front_k = torch.cat([extra_k, k[:, :, :g]], dim=2)  # (B, H, e + g, d)
         front_v = torch.cat([extra_v, v[:, :, :g]], dim=2)
@@ -267,7 +267,7 @@ class LongSelfAttention(nn.Module):
         block_bias = layout.local_bias(s, e + g, hidden.dtype)
         out_local, w_local = attend(
             q_blocks, block_keys(front_k, k), block_keys(front_v, v), block_bias,
-            scaling, ctx.n_prefix, ctx.kernel, layer, dropout, ctx.record,
+            scaling, ctx.n_prefix_keys, ctx.kernel, layer, dropout, ctx.record,
         )  # fmt: skip
         out_local = out_local.view(B, nb, self.num_heads, s, self.head_dim).transpose(1, 2).flatten(2, 3)
 
@@ -363,7 +363,7 @@ class LongEncoder(LongformerPreTrainedModel):
             token_type_ids = torch.zeros_like(input_ids)
         hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)  # (B, T, D)
         key_visible = F.pad(attention_mask.bool(), (j, 0), value=True)  # (B, L = j + T)
-        layout = LongLayout(n_prefix=j, key_visible=key_visible)
+        layout = LongLayout(n_prefix_queries=j, key_visible=key_visible)
         bias = None if bool(key_visible.all()) else key_padding_bias(attention_mask, j, hidden.dtype)
         for layer in self.encoder.layer:
             hidden = layer(hidden, bias, layout=layout, peftviz=ctx)  # (B, L, D); the hook adds j at layer 0

@@ -55,7 +55,7 @@ class PrefixPropagation(PeftMethod):
         j, L, D = self.config.prefix_length, self.n_layers, self.hidden_size
         states = self.prefix().view(j, L, D).transpose(0, 1)  # (L, j, D)
         states = self.dropout(states.unsqueeze(0).expand(batch_size, -1, -1, -1))  # (B, L, j, D)
-        return AttentionContext(n_prefix=j, prefix_states=[states[:, layer] for layer in range(L)], record=record)
+        return AttentionContext(n_prefix_keys=j, prefix_states=[states[:, layer] for layer in range(L)], record=record)
 
     def attach(self, encoder) -> None:
         for index, layer in enumerate(encoder_layers(encoder)):

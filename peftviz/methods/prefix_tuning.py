@@ -41,4 +41,4 @@ class PrefixTuning(PeftMethod):
         kv = self.prefix().view(j, L, 2, H, d).permute(1, 2, 3, 0, 4)  # (L, 2, H, j, d)
         kv = self.dropout(kv.unsqueeze(0).expand(batch_size, -1, -1, -1, -1, -1))  # (B, L, 2, H, j, d)
         prefix_kv = [(kv[:, layer, 0], kv[:, layer, 1]) for layer in range(L)]  # (B, H, j, d) each
-        return AttentionContext(prefix_kv=prefix_kv, n_prefix=j, record=record)
+        return AttentionContext(prefix_kv=prefix_kv, n_prefix_keys=j, record=record)

@@ -80,7 +80,7 @@ class PromptTuning(PeftMethod):
         return self.config.prompt_length
 
     def new_context(self, batch_size: int, record: bool = False) -> AttentionContext:
-        return AttentionContext(n_prefix=self.config.prompt_length, record=record)
+        return AttentionContext(n_prefix_keys=self.config.prompt_length, record=record)
 
     def attach(self, encoder) -> None:
         if self.config.init == "sample-vocab":
