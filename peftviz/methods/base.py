@@ -16,6 +16,7 @@ What a method tells the rest of peftviz (class attributes and methods below):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -85,6 +86,13 @@ class PeftMethod(nn.Module):
             handle.remove()
         self._hooks.clear()
 
+    def unfreeze(self, parameters: Iterable[nn.Parameter]) -> None:
+        """Let pretrained `parameters` train (BitFit's biases, Houlsby's LayerNorms); `remove_hooks` freezes them again."""
+        unfrozen = [p for p in parameters if not p.requires_grad]
+        for p in unfrozen:
+            p.requires_grad_(True)
+        self._hooks.append(_Unfrozen(unfrozen))
+
     def new_context(self, batch_size: int, record: bool = False) -> AttentionContext:
         return AttentionContext(record=record)
 
@@ -123,3 +131,14 @@ class PeftMethod(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.name}: {self.config}"
+
+
+class _Unfrozen:
+    """Hook-handle stand-in: `remove()` freezes again the pretrained parameters `unfreeze` let train."""
+
+    def __init__(self, parameters: list[nn.Parameter]):
+        self.parameters = parameters
+
+    def remove(self) -> None:
+        for p in self.parameters:
+            p.requires_grad_(False)

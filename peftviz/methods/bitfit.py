@@ -26,8 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from torch import nn
-
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.options import option
 
@@ -51,17 +49,6 @@ def is_chosen(name: str, biases: str) -> bool:
     return name.endswith(QUERY_AND_INTERMEDIATE)
 
 
-class Unfrozen:
-    """Hook-handle stand-in: `remove()` freezes again the pretrained parameters `attach` unfroze."""
-
-    def __init__(self, parameters: list[nn.Parameter]):
-        self.parameters = parameters
-
-    def remove(self) -> None:
-        for p in self.parameters:
-            p.requires_grad_(False)
-
-
 class BitFit(PeftMethod):
     """input_ids (B, T) -> hidden (B, T, D), as the plain encoder; its bias vectors train.
 
@@ -77,8 +64,4 @@ class BitFit(PeftMethod):
     learning_rates: ClassVar[dict[str, float]] = {"quick": 5e-3, "quick-long": 5e-3, "paper": 1e-3}
 
     def attach(self, encoder) -> None:
-        chosen = [p for name, p in encoder.named_parameters() if is_chosen(name, self.config.biases)]
-        unfrozen = [p for p in chosen if not p.requires_grad]
-        for p in unfrozen:
-            p.requires_grad_(True)
-        self._hooks.append(Unfrozen(unfrozen))
+        self.unfreeze(p for name, p in encoder.named_parameters() if is_chosen(name, self.config.biases))

@@ -32,7 +32,6 @@ from torch import Tensor, nn
 
 from peftviz.backbones import encoder_layers
 from peftviz.methods.base import MethodConfig, PeftMethod
-from peftviz.methods.bitfit import Unfrozen
 from peftviz.options import option
 
 
@@ -91,8 +90,6 @@ class HoulsbyAdapter(PeftMethod):
                                         (layer.output.dense, adapters["feed_forward"])):  # fmt: skip
                 self._hooks.append(projection.register_forward_hook(lambda module, args, out, a=adapter: a(out)))
         if self.config.train_layer_norm:
-            norms = [p for module in encoder.modules() if isinstance(module, nn.LayerNorm) for p in module.parameters()]
-            unfrozen = [p for p in norms if not p.requires_grad]
-            for p in unfrozen:
-                p.requires_grad_(True)
-            self._hooks.append(Unfrozen(unfrozen))
+            self.unfreeze(
+                p for module in encoder.modules() if isinstance(module, nn.LayerNorm) for p in module.parameters()
+            )
