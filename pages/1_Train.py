@@ -6,8 +6,8 @@ from peftviz import appkit
 from peftviz.config import PRESETS, TrainConfig, over_seeds, preset_config
 from peftviz.data import BUILTIN, HUB_DATASETS, DataError, load_data
 from peftviz.methods import DEFAULT_METHOD, METHODS
-from peftviz.paths import store_dir, uploads_dir
-from peftviz.runs import atomic_write
+from peftviz.paths import store_dir
+from peftviz.uploads import store_upload
 
 SETTINGS = ("epochs", "learning_rate", "max_length", "batch_size", "limit", "seed", "schedule", "pooling")
 
@@ -29,11 +29,10 @@ with left:
         upload = st.file_uploader("CSV or JSONL with 'text' and 'label' columns", type=["csv", "jsonl"])
         dataset = None
         if upload is not None:
-            folder = uploads_dir()
-            folder.mkdir(parents=True, exist_ok=True)
-            path = folder / upload.name
-            atomic_write(path, lambda tmp: tmp.write_bytes(upload.getvalue()))
-            dataset = str(path)
+            try:
+                dataset = str(store_upload(upload.name, upload.getvalue()))  # named by content, not by the browser
+            except appkit.PeftvizError as err:
+                appkit.show_error(err)
     else:
         dataset = st.text_input("Path", placeholder="data.csv, data.jsonl, or a folder of class sub-folders")
     model = st.text_input("Model", PRESETS[preset]["model"], help=TrainConfig.help()["model"])

@@ -11,6 +11,7 @@ given as --option name=value. Errors end in one line naming the problem.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import fields
@@ -27,11 +28,11 @@ from peftviz.config import (
     parse_seeds,
     preset_config,
 )
-from peftviz.errors import PeftvizError
+from peftviz.errors import ConfigError, PeftvizError, RunError
 from peftviz.estimators import DEFAULT_METRICS, ESTIMATORS
 from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.paths import reports_dir, store_dir
-from peftviz.runs import Run, atomic_write, group_row, group_runs, list_runs, run_row
+from peftviz.runs import Run, atomic_write, group_row, group_runs, list_runs, load_run, run_row
 from peftviz.tables import format_table
 
 # settings that are not plain flags: the method has its own flag, and options come as --option
@@ -88,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train one method")
     train.add_argument("--method", choices=list(METHODS), default=DEFAULT_METHOD)
     train.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a method option")
+    train.add_argument(
+        "--resume", metavar="RUN", default=None,
+        help="continue a killed run from its last finished epoch, with its own settings: its folder name in "
+        "--runs-dir, or its path",
+    )  # fmt: skip
     _add_config_flags(train)
     compare = commands.add_parser("compare", help="train every method in turn on the same data and split")
     compare.add_argument(
@@ -141,6 +147,23 @@ def report(args: argparse.Namespace) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, lambda tmp, table=table: table.to_csv(tmp, index=False))
         print(f"wrote {path}")
+    return 0
+
+
+def resume(args: argparse.Namespace) -> int:
+    """`train --resume RUN`: the run continues with its own settings, so other settings are refused."""
+    from peftviz.progress import TerminalProgress
+    from peftviz.train import resume as resume_run
+
+    given = sorted(_overrides(args)) + (["--option"] if args.option else []) + (["--seeds"] if args.seeds else [])
+    if given:
+        raise ConfigError(f"--resume continues a run with its own settings; drop {', '.join(given)}")
+    folder = Path(args.resume) if os.sep in args.resume or args.resume in (".", "..") else args.runs_dir / args.resume
+    if not folder.is_dir():
+        raise RunError(f"no run folder {folder}")
+    run = resume_run(load_run(folder), TerminalProgress())
+    print(format_table([comparison_row(run)]))
+    print(f"\nresumed {run.name}: {run.status}, {run.epochs_done}/{run.config.epochs} epochs, in {folder.parent}")
     return 0
 
 
@@ -206,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "report":
             return report(args)
+        if getattr(args, "resume", None):
+            return resume(args)
         from peftviz.train import compare  # torch and transformers load here
 
         overrides = _overrides(args)

@@ -4,12 +4,19 @@
     metrics.jsonl               one JSON object per finished epoch
     predictions/epoch_<N>.npz   validation `probs` (examples × classes, float32) and `labels` (int64)
     predictions/<name>.npz      other evaluations: "test" (best epoch on test), "averaged" (heads averaged)
-    params.safetensors          trained parameters of the best epoch so far (method and head; all for fine-tuning)
-    summary.json                written last: status "complete" or "failed", best epoch, test metrics
+    params.safetensors          trained parameters of the best epoch so far (method and head; all for
+                                fine-tuning); its metadata names the epoch
+    resume.safetensors          the training state at the end of the last epoch (`train --resume`);
+                                removed when the run completes
+    summary.json                written last: status "complete" or "failed", params_epoch, test metrics
 
-Every file is written to a temporary name and renamed into place, so a reader never sees half a
-file. A run killed mid-way has no summary.json: it lists as "incomplete" and its finished epochs
-load. Nothing is read with pickle: JSON, npz with allow_pickle=False, and safetensors.
+A run folder is created under a temporary name and renamed into the store with its config.json,
+and every file is written to a temporary name, flushed and renamed into place, so a reader never
+sees half a file or a folder without settings. An epoch shows only once all its files are in
+place (see `RunWriter`): a run killed at any moment lists as "incomplete" with its finished epochs.
+Every read is checked against the schema (`peftviz.schema`); a folder that violates it lists as
+"corrupt" with the file and field named. Nothing is read with pickle: JSON, npz with
+allow_pickle=False, and safetensors.
 
 A run's config reads back as a `TrainConfig` (`Run.config`); what the run recorded besides its
 settings is in `Run.record`. This module imports no torch: listing runs stays light.
@@ -23,32 +30,24 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from peftviz import schema
 from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError, RunError
+from peftviz.files import atomic_write, remove_stale_temporaries, temporary_name
 from peftviz.paths import store_dir
 
 if TYPE_CHECKING:
     from torch import Tensor
 
 STATUSES = ("complete", "incomplete", "failed", "corrupt")
+PARAMS_FILE, RESUME_FILE = "params.safetensors", "resume.safetensors"
 __all__ = ["Group", "Run", "RunError", "RunWriter", "atomic_write", "group_runs", "list_runs", "load_run", "store_dir"]
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through `write(tmp_path)`, then rename over `path`: readers see the old or the new file."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _write_json(path: Path, value) -> None:
@@ -63,44 +62,73 @@ def _write_npz(path: Path, probs: np.ndarray, labels: np.ndarray) -> None:
     atomic_write(path, write)
 
 
+def _write_safetensors(path: Path, tensors: dict[str, Tensor], metadata: dict[str, str]) -> None:
+    from safetensors.torch import save_file
+
+    tensors = {name: t.detach().cpu().contiguous() for name, t in tensors.items()}
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 class RunWriter:
-    """Writes one run folder as training goes."""
+    """Writes one run folder as training goes.
 
-    def __init__(self, path: Path):
+    An epoch is written in the order its reader needs: predictions, the metrics line, the state to
+    resume from, and (if it is the new best) the parameters, whose metadata names the epoch. A
+    reader shows an epoch only once all of these are in place (`_committed_epochs`), so a kill at
+    any moment leaves a run that is complete or incomplete, never one that lies.
+    """
+
+    def __init__(self, path: Path, metrics: list[dict] | None = None):
         self.path = path
-        self.metrics: list[dict] = []
+        self.metrics: list[dict] = list(metrics or [])
 
     @classmethod
     def create(cls, root: Path, config: TrainConfig, recorded: dict) -> RunWriter:
-        """A new run folder; config.json holds the settings and `recorded` (label names, parameters, environment)."""
+        """A new run folder with config.json (the settings and `recorded`: label names, parameters,
+        environment), built under a temporary name and renamed into the store whole."""
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True)
         name = f"{_slug(config.name)}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        path = Path(root) / name
-        (path / "predictions").mkdir(parents=True)
-        _write_json(path / "config.json", {**config.to_dict(), **recorded})
-        return cls(path)
+        building = temporary_name(root / name)
+        (building / "predictions").mkdir(parents=True)
+        _write_json(building / "config.json", {**config.to_dict(), **recorded})
+        os.replace(building, root / name)
+        return cls(root / name)
 
     def write_epoch(self, record: dict, probs: np.ndarray, labels: np.ndarray) -> None:
         """Predictions first, then the metrics line: a listed epoch always has its predictions."""
         self.write_predictions(f"epoch_{record['epoch']}", probs, labels)
         self.metrics.append(record)
+        self._write_metrics()
+
+    def _write_metrics(self) -> None:
         lines = "".join(json.dumps(m, default=float) + "\n" for m in self.metrics)
         atomic_write(self.path / "metrics.jsonl", lambda tmp: tmp.write_text(lines))
 
+    def keep_epochs(self, epochs: int) -> None:
+        """Drop the metrics lines after `epochs` (a resumed run trains them again)."""
+        self.metrics = self.metrics[:epochs]
+        self._write_metrics()
+
     def write_predictions(self, name: str, probs: np.ndarray, labels: np.ndarray) -> None:
-        _write_npz(self.path / "predictions" / f"{name}.npz", probs, labels)
+        _write_npz(self.path / "predictions" / f"{schema.check_evaluation_name(name)}.npz", probs, labels)
 
-    def write_params(self, state: dict[str, Tensor]) -> None:
-        from safetensors.torch import save_file
+    def write_params(self, state: dict[str, Tensor], epoch: int) -> None:
+        """The best epoch's trainable parameters, tagged with the epoch they belong to."""
+        _write_safetensors(self.path / PARAMS_FILE, state, {"epoch": str(epoch)})
 
-        tensors = {name: t.detach().cpu().contiguous() for name, t in state.items()}
-        atomic_write(self.path / "params.safetensors", lambda tmp: save_file(tensors, str(tmp)))
+    def write_resume(self, tensors: dict[str, Tensor], metadata: dict[str, str]) -> None:
+        """The training state at the end of an epoch (metadata["epoch"]), for `train --resume`."""
+        _write_safetensors(self.path / RESUME_FILE, tensors, metadata)
 
     def finish(self, summary: dict) -> None:
+        """summary.json last; then the resume state, which a complete run no longer needs."""
         _write_json(self.path / "summary.json", {"status": "complete", **summary})
+        (self.path / RESUME_FILE).unlink(missing_ok=True)
 
     def fail(self, error: str, summary: dict | None = None) -> None:
         _write_json(self.path / "summary.json", {"status": "failed", "error": error, **(summary or {})})
@@ -121,6 +149,7 @@ class Run:
     summary: dict = field(default_factory=dict)
     error: str = ""
     record: dict = field(default_factory=dict)
+    params_epoch: int | None = None  # the epoch params.safetensors holds (None: not recorded)
 
     @property
     def name(self) -> str:
@@ -168,7 +197,7 @@ class Run:
 
     @property
     def params_path(self) -> Path:
-        return self.path / "params.safetensors"
+        return self.path / PARAMS_FILE
 
     @property
     def epochs_done(self) -> int:
@@ -177,9 +206,7 @@ class Run:
     @property
     def best_epoch(self) -> int | None:
         """The epoch with the highest validation micro-F1 (the first of ties), from the metrics."""
-        if not self.metrics:
-            return None
-        return max(self.metrics, key=lambda m: (m["micro_f1"], -m["epoch"]))["epoch"]
+        return best_epoch_of(self.metrics)
 
     @property
     def best_metrics(self) -> dict:
@@ -187,26 +214,25 @@ class Run:
         return next((m for m in self.metrics if m["epoch"] == best), {})
 
     def predictions(self, which: int | str) -> tuple[np.ndarray, np.ndarray]:
-        """(probs (N, C) float, labels (N,) int) of an epoch number or a named evaluation."""
-        name = f"epoch_{which}" if isinstance(which, int) else which
-        path = self.path / "predictions" / f"{name}.npz"
+        """(probs (N, C) float, labels (N,) int) of an epoch number or a named evaluation, checked."""
+        name = f"epoch_{int(which)}" if isinstance(which, int) else schema.check_evaluation_name(which)
         try:
-            with np.load(path, allow_pickle=False) as npz:
-                probs, labels = npz["probs"], npz["labels"]
-        except (OSError, KeyError, ValueError) as err:
-            raise RunError(f"run {self.name}: cannot read predictions {name}: {err}") from err
-        if probs.ndim != 2 or labels.shape != (probs.shape[0],):
-            raise RunError(f"run {self.name}: predictions {name} have shapes {probs.shape} and {labels.shape}")
-        return probs, labels
+            return schema.read_predictions(self.path / "predictions" / f"{name}.npz", len(self.label_names))
+        except RunError as err:
+            raise RunError(f"run {self.name}: {err}") from None
 
     def params(self) -> dict[str, Tensor]:
+        """The best epoch's trainable parameters; RunError if they belong to another epoch."""
         from safetensors import SafetensorError
         from safetensors.torch import load_file
 
+        if self.params_epoch is not None and self.params_epoch != self.best_epoch:
+            raise RunError(f"run {self.name}: {PARAMS_FILE} holds epoch {self.params_epoch}, not {self.best_epoch}")
         try:
+            schema.safetensors_header(self.params_path, PARAMS_FILE)
             return load_file(str(self.params_path))
-        except (OSError, SafetensorError) as err:
-            raise RunError(f"run {self.name}: cannot read params.safetensors: {err}") from err
+        except (OSError, SafetensorError, RunError) as err:
+            raise RunError(f"run {self.name}: cannot read {PARAMS_FILE}: {err}") from None
 
 
 # ---------------------------------------------------------------- groups of seeds
@@ -282,62 +308,147 @@ def group_row(group: Group) -> dict:
     }
 
 
-def _read_json(path: Path):
-    return json.loads(path.read_text())
-
-
 def load_run(path: Path) -> Run:
-    """Read a run folder. Never raises for a bad folder: it comes back with status "corrupt"."""
+    """Read a run folder, checking it against the schema. Never raises for a bad folder: it comes
+    back with status "corrupt" and `error` = `<file>: <field> <problem>`."""
     path = Path(path)
-    run = Run(path, "incomplete")
+    if path.is_symlink():
+        return Run(path, "corrupt", error="the run folder is a symbolic link; the store holds only real folders")
+    record = {}
     try:
-        run.record = _read_json(path / "config.json")
-        run.config = TrainConfig.from_stored(run.record)
-    except (OSError, ValueError) as err:
-        record = run.record if isinstance(run.record, dict) else {}
-        kind = "" if isinstance(err, PeftvizError) else f"{type(err).__name__}: "  # a bad setting names itself
-        return Run(path, "corrupt", error=f"config.json: {kind}{err}".splitlines()[0], record=record)
+        record = schema.read_json(path / "config.json", "config.json", schema.JSON_LIMITS["config.json"])
+        config = _stored_config(record)
+    except RunError as err:
+        return Run(path, "corrupt", error=str(err), record=record if isinstance(record, dict) else {})
+    run = Run(path, "incomplete", config, record=record)
     try:
-        metrics_file = path / "metrics.jsonl"
-        if metrics_file.exists():
-            run.metrics = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
-        if (path / "summary.json").exists():
-            run.summary = _read_json(path / "summary.json")
-    except (OSError, ValueError) as err:
-        return Run(path, "corrupt", run.config, run.metrics, error=f"{type(err).__name__}: {err}".splitlines()[0],
-                   record=run.record)  # fmt: skip
-    missing = [
-        m.get("epoch") for m in run.metrics if not (path / "predictions" / f"epoch_{m.get('epoch')}.npz").exists()
-    ]
-    if missing:
-        return Run(path, "corrupt", run.config, run.metrics, error=f"predictions missing for epoch(s) {missing}",
-                   record=run.record)  # fmt: skip
+        _read_progress(run)
+    except RunError as err:
+        return Run(path, "corrupt", config, error=str(err), record=record)
+    return run
+
+
+def _stored_config(record) -> TrainConfig:
+    """config.json's settings as a TrainConfig and its record checked; Corrupt names the setting."""
+    try:
+        config = TrainConfig.from_stored(record)
+    except PeftvizError as err:
+        raise schema.Corrupt("config.json", str(err)) from None
+    except (ValueError, TypeError) as err:  # a setting of a type no check foresaw
+        raise schema.Corrupt("config.json", f"{type(err).__name__}: {err}") from None
+    schema.check_record(record)
+    return config
+
+
+def _read_progress(run: Run) -> None:
+    """Metrics, summary and parameters into `run`: the committed epochs only (see RunWriter)."""
+    path, limits = run.path, schema.JSON_LIMITS
+    lines = read_metrics_lines(path)
+    if os.path.lexists(path / "summary.json"):
+        run.summary = schema.check_summary(
+            schema.read_json(path / "summary.json", "summary.json", limits["summary.json"])
+        )
+    has_params = os.path.lexists(path / PARAMS_FILE)
+    if has_params:
+        run.params_epoch = schema.stored_epoch(schema.safetensors_header(path / PARAMS_FILE, PARAMS_FILE), PARAMS_FILE)
+    run.metrics = _committed_epochs(lines, run.params_epoch, has_params)
+    if run.summary:
+        _check_finished(run, lines)
+    n_classes, sizes = len(run.label_names), set()
+    for line in run.metrics:
+        sizes.add(schema.predictions_header(path / "predictions" / f"epoch_{line['epoch']}.npz", n_classes))
+    if len(sizes) > 1:
+        raise schema.Corrupt("predictions", f"epochs hold different numbers of examples: {sorted(sizes)}")
     run.status = run.summary.get("status", "incomplete")
     run.error = run.summary.get("error", "")
-    return run
+
+
+def read_metrics_lines(path: Path) -> list[dict]:
+    """Every metrics line of a run folder, committed or not (what a resumed writer starts from)."""
+    file = Path(path) / "metrics.jsonl"
+    if not os.path.lexists(file):
+        return []
+    return schema.check_metrics(schema.read_json_lines(file, "metrics.jsonl", schema.JSON_LIMITS["metrics.jsonl"]))
+
+
+def best_epoch_of(lines: list[dict]) -> int | None:
+    """The epoch with the highest validation micro-F1, the first of ties (as the trainer keeps it)."""
+    return max(lines, key=lambda m: (m["micro_f1"], -m["epoch"]))["epoch"] if lines else None
+
+
+def _committed_epochs(lines: list[dict], params_epoch: int | None, has_params: bool) -> list[dict]:
+    """The epochs whose predictions, metrics line and (if the best) parameters are all in place.
+
+    The writer puts the parameters last, so a kill can leave one metrics line whose new best
+    parameters never arrived: that line is not shown. Anything else that disagrees is corrupt.
+    """
+    if not has_params:  # the first epoch is always a new best: no parameters, no committed epoch
+        if len(lines) > 1:
+            raise schema.Corrupt(PARAMS_FILE, f"the file is missing, but {len(lines)} epochs finished")
+        return []
+    if params_epoch is None:  # a run from before the parameters recorded their epoch
+        return lines
+    if best_epoch_of(lines) == params_epoch:
+        return lines
+    if best_epoch_of(lines[:-1]) == params_epoch:
+        return lines[:-1]
+    raise schema.Corrupt(PARAMS_FILE, f"metadata epoch is {params_epoch}, not the best epoch {best_epoch_of(lines)}")
+
+
+def _check_finished(run: Run, lines: list[dict]) -> None:
+    """A summary is written after the last epoch: every epoch committed, the parameters its own."""
+    stated = run.summary.get("params_epoch")
+    if run.summary["status"] == "complete" and len(run.metrics) != len(lines):
+        raise schema.Corrupt("summary.json", "status is complete, but the last epoch's parameters are missing")
+    if stated is not None and run.params_epoch is not None and stated != run.params_epoch:
+        raise schema.Corrupt(
+            "summary.json", f"params_epoch is {stated}, but {PARAMS_FILE} holds epoch {run.params_epoch}"
+        )
 
 
 def run_signature(folder: Path) -> tuple:
     """Changes whenever the run finishes an epoch or its parameters change: a cache key for the app."""
-    files = [folder / name for name in ("config.json", "metrics.jsonl", "summary.json", "params.safetensors")]
-    return (folder.name, *(f.stat().st_mtime_ns if f.exists() else 0 for f in files))
+    files = [folder / name for name in ("config.json", "metrics.jsonl", "summary.json", PARAMS_FILE)]
+    return (folder.name, *(_mtime(f) for f in files))
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.lstat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def store_signature(root: Path | None = None) -> tuple:
     """Changes whenever a run is added, removed, or finishes an epoch: a cache key for the app."""
+    return tuple(run_signature(folder) for folder in _run_folders(root))
+
+
+def _run_folders(root: Path | None) -> list[Path]:
+    """The store's run folders (and links posing as folders, which `load_run` refuses), sorted by name."""
     root = Path(root or store_dir())
-    if not root.is_dir():
-        return ()
-    return tuple(run_signature(folder) for folder in sorted(p for p in root.iterdir() if p.is_dir()))
+    try:
+        entries = sorted(os.scandir(root), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    return [Path(e.path) for e in entries if not e.name.startswith(".") and (e.is_dir() or e.is_symlink())]
+
+
+_cleaned: set[str] = set()
+
+
+def open_store(root: Path | None = None) -> Path:
+    """The store folder, with dead writers' temporary files removed once per process."""
+    root = Path(root or store_dir())
+    if str(root) not in _cleaned:
+        remove_stale_temporaries(root, depth=3)  # the store, run folders, predictions/
+        _cleaned.add(str(root))
+    return root
 
 
 def list_runs(root: Path | None = None) -> list[Run]:
     """Every run folder under `root` (default: `store_dir()`), oldest first."""
-    root = Path(root or store_dir())
-    if not root.is_dir():
-        return []
-    folders = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    runs = [load_run(p) for p in folders]
+    runs = [load_run(folder) for folder in _run_folders(open_store(root))]
     return sorted(runs, key=lambda run: (run.created, run.name))
 
 

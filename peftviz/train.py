@@ -20,16 +20,18 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils.data import DataLoader
 from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
 
+from peftviz import checkpoint
 from peftviz.backbones import load_encoder
 from peftviz.config import TrainConfig
 from peftviz.data import TextData, load_data
-from peftviz.errors import TrainingError
+from peftviz.errors import RunError, TrainingError
 from peftviz.inference import evaluation_metrics, make_loader, pick_device, predict, tokenize
 from peftviz.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
-from peftviz.runs import Run, RunWriter, load_run
+from peftviz.runs import Run, RunWriter, best_epoch_of, load_run, read_metrics_lines
 
 __all__ = ["Progress", "Trainer", "TrainingError", "compare", "train"]
 
@@ -83,8 +85,18 @@ def make_optimizer(model: PeftClassifier, config: TrainConfig, total_steps: int)
     return optimizer, schedule(optimizer, warmup, total_steps)
 
 
+@dataclass
+class Prepared:
+    """What training needs before it writes anything: the model and the tokenized splits."""
+
+    model: PeftClassifier
+    train_loader: DataLoader
+    eval_loaders: dict[str, DataLoader]  # "validation", "test"
+    recorded: dict  # what config.json records besides the settings
+
+
 class Trainer:
-    """Trains one config and writes its run folder."""
+    """Trains one config and writes its run folder; or continues a killed run (`resume`)."""
 
     def __init__(self, config: TrainConfig, runs_dir: Path | None = None, progress: ProgressCallback | None = None):
         self.config = config
@@ -93,6 +105,19 @@ class Trainer:
         self.device = pick_device(config.device)
 
     def run(self, data: TextData | None = None) -> Run:
+        prepared = self._prepare(data)  # a refused setting or model raises here, before any folder exists
+        writer = RunWriter.create(self.runs_dir, self.config, prepared.recorded)
+        return self._train(prepared, writer, *self._optimizer(prepared), start=0)
+
+    def resume(self, run: Run) -> Run:
+        """Continue `run` from its last finished epoch, as if it had never stopped."""
+        prepared = self._prepare(None)
+        optimizer, scheduler = self._optimizer(prepared)
+        writer = RunWriter(run.path, read_metrics_lines(run.path))
+        start = self._restore(run, prepared, writer, optimizer, scheduler)
+        return self._train(prepared, writer, optimizer, scheduler, start)
+
+    def _prepare(self, data: TextData | None) -> Prepared:
         config = self.config
         seed_everything(config.seed)
         data = data or load_data(config.dataset, seed=config.data_seed, limit=config.limit)
@@ -102,44 +127,67 @@ class Trainer:
         ).to(self.device)
         pad_id = tokenizer.pad_token_id
         splits = {name: tokenize(data.splits[name], tokenizer, config.max_length) for name in data.splits}
-        train_loader = make_loader(splits["train"], config.batch_size, pad_id, shuffle=True, seed=config.seed)
-        eval_loaders = {name: make_loader(splits[name], config.batch_size, pad_id) for name in ("validation", "test")}
-
         recorded = {
             "label_names": data.label_names,
             "parameters": model.parameter_counts(),
             "environment": environment(self.device),
         }
-        writer = RunWriter.create(self.runs_dir, config, recorded)
+        return Prepared(
+            model,
+            make_loader(splits["train"], config.batch_size, pad_id, shuffle=True, seed=config.seed),
+            {name: make_loader(splits[name], config.batch_size, pad_id) for name in ("validation", "test")},
+            recorded,
+        )
+
+    def _optimizer(self, prepared: Prepared):
+        steps_per_epoch = math.ceil(len(prepared.train_loader) / self.config.accumulation_steps)
+        return make_optimizer(prepared.model, self.config, steps_per_epoch * self.config.epochs)
+
+    def _restore(self, run: Run, prepared: Prepared, writer: RunWriter, optimizer, scheduler) -> int:
+        """Load the resume state; drop the metrics lines after it; returns the epoch to continue from.
+
+        The state is written after an epoch's metrics line and before its parameters, so it holds the
+        last line's epoch or the one before (that line is then trained again: the same result). If
+        the kill came before a new best's parameters, the state's own are that epoch's: stored now.
+        """
+        if not (run.path / checkpoint.FILE).exists():  # killed during the first epoch
+            writer.keep_epochs(0)
+            return 0
+        epoch, tensors, metadata = checkpoint.read_state(run.path / checkpoint.FILE)
+        if not len(writer.metrics) - 1 <= epoch <= len(writer.metrics):
+            raise RunError(f"run {run.name}: {checkpoint.FILE} holds epoch {epoch}, metrics.jsonl {len(writer.metrics)}")
+        checkpoint.restore(tensors, metadata, prepared.model, optimizer, scheduler, prepared.train_loader)
+        writer.keep_epochs(epoch)
+        if best_epoch_of(writer.metrics) == epoch and run.params_epoch != epoch:
+            writer.write_params(checkpoint.model_tensors(tensors), epoch)
+        return epoch
+
+    def _train(self, prepared: Prepared, writer: RunWriter, optimizer, scheduler, start: int) -> Run:
         try:
-            best_state = self._train_epochs(model, train_loader, eval_loaders["validation"], writer)
-            self._finish(model, best_state, eval_loaders, writer)
+            self._train_epochs(prepared, writer, optimizer, scheduler, start)
+            self._finish(prepared, writer)
         except TrainingError as err:
             writer.fail(str(err))
             raise
         return load_run(writer.path)
 
-    def _train_epochs(self, model, train_loader, val_loader, writer: RunWriter) -> dict:
-        config = self.config
-        steps_per_epoch = math.ceil(len(train_loader) / config.accumulation_steps)
-        optimizer, scheduler = make_optimizer(model, config, steps_per_epoch * config.epochs)
-        best_f1, best_state = -1.0, {}
-        for epoch in range(1, config.epochs + 1):
+    def _train_epochs(self, prepared: Prepared, writer: RunWriter, optimizer, scheduler, start: int) -> None:
+        """Epochs start+1 .. epochs. Each is written as RunWriter documents: predictions, metrics line,
+        resume state, then the parameters if it is the new best."""
+        config, model = self.config, prepared.model
+        best_f1 = max((m["micro_f1"] for m in writer.metrics), default=-1.0)
+        for epoch in range(start + 1, config.epochs + 1):
             started = time.perf_counter()
-            train_loss = self._train_one_epoch(model, train_loader, optimizer, scheduler, epoch)
+            train_loss = self._train_one_epoch(model, prepared.train_loader, optimizer, scheduler, epoch)
             self.progress(Progress(config.run_title, "evaluate", epoch, config.epochs))
-            probs, labels = predict(model, val_loader, self.device)
+            probs, labels = predict(model, prepared.eval_loaders["validation"], self.device)
             metrics = evaluation_metrics(probs, labels, config.ece_bins)
-            writer.write_epoch(
-                {"epoch": epoch, "train_loss": train_loss, **metrics, "seconds": time.perf_counter() - started},
-                probs,
-                labels,
-            )
+            seconds = time.perf_counter() - started
+            writer.write_epoch({"epoch": epoch, "train_loss": train_loss, **metrics, "seconds": seconds}, probs, labels)
+            writer.write_resume(*checkpoint.training_state(epoch, model, optimizer, scheduler, prepared.train_loader))
             if metrics["micro_f1"] > best_f1:
                 best_f1 = metrics["micro_f1"]
-                best_state = {k: v.detach().cpu().clone() for k, v in model.trainable_state_dict().items()}
-                writer.write_params(best_state)
-        return best_state
+                writer.write_params(model.trainable_state_dict(), epoch)
 
     def _train_one_epoch(self, model, loader, optimizer, scheduler, epoch: int) -> float:
         config = self.config
@@ -166,17 +214,21 @@ class Trainer:
             self.progress(Progress(config.run_title, "train", epoch, config.epochs, index, len(loader), total / seen))
         return total / seen
 
-    def _finish(self, model: PeftClassifier, best_state: dict, eval_loaders: dict, writer: RunWriter) -> None:
+    def _finish(self, prepared: Prepared, writer: RunWriter) -> None:
         """Test metrics of the best epoch; if the method changes the model after training (averaging
         tiny-attention's heads), validation and test metrics of the changed model too."""
-        config = self.config
-        model.load_state_dict(best_state, strict=False)
-        summary = {"test": self._evaluate_named(model, eval_loaders["test"], "test", writer)}
+        config, model, loaders = self.config, prepared.model, prepared.eval_loaders
+        best = load_run(writer.path)
+        model.load_state_dict(best.params(), strict=False)
+        summary = {
+            "params_epoch": best.best_epoch,
+            "test": self._evaluate_named(model, loaders["test"], "test", writer),
+        }
         changed = model.method.after_training()  # e.g. "averaged"
         if changed:
             summary[changed] = {
-                "validation": self._evaluate_named(model, eval_loaders["validation"], changed, writer),
-                "test": self._evaluate_named(model, eval_loaders["test"], f"{changed}_test", writer),
+                "validation": self._evaluate_named(model, loaders["validation"], changed, writer),
+                "test": self._evaluate_named(model, loaders["test"], f"{changed}_test", writer),
                 "parameters": model.parameter_counts(),
             }
         writer.finish(summary)
@@ -191,6 +243,14 @@ class Trainer:
 def train(config: TrainConfig, runs_dir: Path | None = None, progress: ProgressCallback | None = None) -> Run:
     """Train one config; returns the finished run."""
     return Trainer(config, runs_dir, progress).run()
+
+
+def resume(run: Run, progress: ProgressCallback | None = None) -> Run:
+    """Continue a killed (incomplete) run from its last finished epoch; returns the finished run."""
+    if run.status != "incomplete":
+        reason = f": {run.error}" if run.error else ""
+        raise RunError(f"run {run.name} is {run.status}{reason}; only an incomplete (killed) run can be resumed")
+    return Trainer(run.config, run.path.parent, progress).resume(run)
 
 
 def compare(

@@ -21,12 +21,14 @@ No Streamlit and no plotting here: the page calls these and `peftviz.figures.ker
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from peftviz import schema
 from peftviz.config import TrainConfig, alpha_grid
 from peftviz.inference import evaluation_metrics, load_trained, predict, run_data, validation_loader
 from peftviz.longformer import key_mass
@@ -200,14 +202,33 @@ def _sweep_key(alphas) -> str:
 
 
 def _read_sweeps(run: Run) -> dict:
+    """The run's stored sweeps by α list; a cache that is absent or fails its schema is computed again."""
     path = run.path / SWEEP_FILE
+    if not os.path.lexists(path):
+        return {}
     try:
-        stored = json.loads(path.read_text())
-    except (OSError, ValueError):  # absent, or unreadable: compute again
+        return _checked_sweeps(schema.read_json(path, str(SWEEP_FILE), schema.ANALYSIS_LIMIT))
+    except RunError:
         return {}
-    if not isinstance(stored, dict) or stored.get("format") != SWEEP_FORMAT:
+
+
+def _checked_sweeps(stored) -> dict:
+    """{"format", "sweeps": {key: {"alphas", "best_epoch", "rows": [{alpha, accuracy, ece, nll}]}}}, checked."""
+    file = str(SWEEP_FILE)
+    if schema.mapping(stored, file, "the file").get("format") != SWEEP_FORMAT:
         return {}
-    return stored.get("sweeps", {})
+    sweeps = schema.mapping(stored.get("sweeps", {}), file, "sweeps")
+    for key, entry in sweeps.items():
+        schema.integer(schema.mapping(entry, file, key).get("best_epoch"), file, f"{key}: best_epoch", low=1)
+        rows = entry.get("rows")
+        if not isinstance(rows, list):
+            raise schema.Corrupt(file, f"{key}: rows must be a list")
+        for row in rows:
+            if schema.mapping(row, file, f"{key}: row").get("alpha") != EXACT:
+                schema.number(row.get("alpha"), file, f"{key}: alpha")
+            for name in SWEEP_METRICS:
+                schema.number(row.get(name), file, f"{key}: {name}")
+    return sweeps
 
 
 def cached_alpha_sweep(run: Run, alphas=None) -> list[dict] | None:
@@ -222,6 +243,8 @@ def _store_sweep(run: Run, alphas: list[float], rows: list[dict]) -> None:
     sweeps = _read_sweeps(run)
     sweeps[_sweep_key(alphas)] = {"alphas": alphas, "best_epoch": run.best_epoch, "rows": rows}
     path = run.path / SWEEP_FILE
+    if run.path.is_symlink() or path.parent.is_symlink():
+        return  # never write through a link out of the store; the sweep is computed again next time
     path.parent.mkdir(exist_ok=True)
     text = json.dumps({"format": SWEEP_FORMAT, "sweeps": sweeps}, indent=2)
     atomic_write(path, lambda tmp: tmp.write_text(text))

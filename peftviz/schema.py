@@ -1,0 +1,308 @@
+"""The run store's schema: what each file of a run folder must hold, checked on every read.
+
+A run folder is untrusted input: it may have been damaged by hand, by a kill, or by a copy. Every
+reader goes through this module, which checks before it reads (regular file, not a link, size
+within its limit, npz and safetensors headers against the file's size) and checks what it read
+(types, ranges, shapes). A violation raises `Corrupt`, whose message is `<file>: <field> <problem>`;
+`runs.load_run` turns it into a run with status "corrupt", which every page and the CLI list.
+
+    config.json         a TrainConfig (`TrainConfig.from_stored` checks each setting) plus the record:
+                        label_names (>= 2 distinct strings), parameters (name -> count),
+                        environment (an object)
+    metrics.jsonl       one object per line: epoch (1, 2, ... in order), every other value a number
+    summary.json        status "complete" or "failed"; error (text); params_epoch (the epoch the
+                        parameters belong to); test and other evaluations (name -> number)
+    predictions/*.npz   probs (N, C) float32/64, labels (N,) integer; C = len(label_names)
+    params.safetensors  header checked against the file; metadata "epoch" = the epoch it holds
+    resume.safetensors  metadata "epoch": the training state at the end of that epoch
+    analysis/*.json     analysis caches; a bad cache is ignored and computed again
+
+Names read from the store are never used as paths: an epoch is an integer, an evaluation name
+matches EVALUATION_NAME. This module imports no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from peftviz.errors import RunError
+from peftviz.files import MB, FileProblem, check_regular, read_text
+
+JSON_LIMITS = {"config.json": 1 * MB, "metrics.jsonl": 16 * MB, "summary.json": 4 * MB}
+ANALYSIS_LIMIT = 16 * MB
+PREDICTIONS_LIMIT = 1024 * MB  # 33k documents × 20 classes is 2.6 MB: this bounds memory, not use
+PARAMS_LIMIT = 64 * 1024 * MB  # a fully fine-tuned large encoder in float32
+SAFETENSORS_HEADER_LIMIT = 64 * MB
+EVALUATION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # "test", "averaged", "averaged_test", "epoch_3"
+FLOAT_KINDS, INT_KINDS = "f", "iu"
+SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1}
+SAFETENSORS_BYTES |= {"BOOL": 1, "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+class Corrupt(RunError):
+    """One file of a run folder violates the schema: `<file>: <field> <problem>`."""
+
+    def __init__(self, file: str, problem: str):
+        super().__init__(f"{file}: {problem}".splitlines()[0])
+        self.file = file
+
+
+# ---------------------------------------------------------------------------------------------
+# values
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def number(value, file: str, field: str) -> float:
+    if not _is_number(value):
+        raise Corrupt(file, f"{field} must be a number, not {_shown(value)}")
+    return value
+
+
+def integer(value, file: str, field: str, low: int = 0) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise Corrupt(file, f"{field} must be an integer, not {_shown(value)}")
+    if value < low:
+        raise Corrupt(file, f"{field} must be at least {low}, not {value}")
+    return value
+
+
+def mapping(value, file: str, field: str) -> dict:
+    if not isinstance(value, dict):
+        raise Corrupt(file, f"{field} must be an object, not {_shown(value)}")
+    return value
+
+
+def numbers(value, file: str, field: str) -> dict[str, float]:
+    """An object of name -> number (metrics)."""
+    for name, item in mapping(value, file, field).items():
+        number(item, file, f"{field}.{name}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON files
+
+
+def read_json(path: Path, file: str, limit: int):
+    """A JSON file of the store: a regular file (no link), within `limit`, parsed."""
+    try:
+        text = read_text(path, limit, follow_symlinks=False)
+    except FileProblem as problem:
+        raise Corrupt(file, f"the file {problem}") from None
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise Corrupt(file, f"is not JSON ({getattr(err, 'msg', err)}, line {getattr(err, 'lineno', '?')})") from None
+
+
+def read_json_lines(path: Path, file: str, limit: int) -> list:
+    try:
+        text = read_text(path, limit, follow_symlinks=False)
+    except FileProblem as problem:
+        raise Corrupt(file, f"the file {problem}") from None
+    lines = []
+    for number_, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                lines.append(json.loads(line))
+            except ValueError as err:
+                raise Corrupt(file, f"line {number_} is not JSON ({getattr(err, 'msg', err)})") from None
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# the records
+
+
+def check_record(record: dict) -> None:
+    """What config.json holds besides the settings."""
+    file = "config.json"
+    names = record.get("label_names")
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise Corrupt(file, f"label_names must be a list of strings, not {_shown(names)}")
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise Corrupt(file, f"label_names must be at least two distinct names, not {_shown(names)}")
+    for name, count in mapping(record.get("parameters", {}), file, "parameters").items():
+        integer(count, file, f"parameters.{name}")
+    mapping(record.get("environment", {}), file, "environment")
+
+
+def check_metrics(lines: list) -> list[dict]:
+    """metrics.jsonl: epochs 1, 2, ... in order; micro_f1, accuracy and ece present; all values numbers."""
+    file = "metrics.jsonl"
+    for index, line in enumerate(lines, start=1):
+        where = f"line {index}"
+        mapping(line, file, where)
+        epoch = integer(line.get("epoch"), file, f"{where}: epoch", low=1)
+        if epoch != index:
+            raise Corrupt(file, f"{where}: epoch is {epoch}; the lines must be epochs 1, 2, ... in order")
+        for name in ("micro_f1", "accuracy", "ece"):
+            if name not in line:
+                raise Corrupt(file, f"{where}: {name} is missing")
+        for name, value in line.items():
+            number(value, file, f"{where}: {name}")
+    return lines
+
+
+def check_summary(summary) -> dict:
+    """summary.json: status, error, params_epoch, then evaluations (test, and e.g. averaged)."""
+    file = "summary.json"
+    mapping(summary, file, "the file")
+    if summary.get("status") not in ("complete", "failed"):
+        raise Corrupt(file, f'status must be "complete" or "failed", not {_shown(summary.get("status"))}')
+    if not isinstance(summary.get("error", ""), str):
+        raise Corrupt(file, f"error must be text, not {_shown(summary['error'])}")
+    if "params_epoch" in summary:
+        integer(summary["params_epoch"], file, "params_epoch", low=1)
+    for name, value in summary.items():
+        if name in ("status", "error", "params_epoch"):
+            continue
+        evaluation = mapping(value, file, name)
+        if all(_is_number(item) for item in evaluation.values()):
+            continue  # metrics, e.g. "test"
+        for part, item in evaluation.items():  # a changed model's evaluations, e.g. "averaged"
+            (numbers if part != "parameters" else _counts)(item, file, f"{name}.{part}")
+    return summary
+
+
+def _counts(value, file: str, field: str) -> dict:
+    for name, item in mapping(value, file, field).items():
+        integer(item, file, f"{field}.{name}")
+    return value
+
+
+def check_evaluation_name(name: str) -> str:
+    if not isinstance(name, str) or not EVALUATION_NAME.match(name):
+        raise RunError(f"{name!r} is not an evaluation name (lower-case letters, digits and _)")
+    return name
+
+
+# ---------------------------------------------------------------------------------------------
+# predictions (npz)
+
+
+def _array_header(archive: zipfile.ZipFile, name: str, file: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype from an npz member's header, checked against the member's size before any read."""
+    try:
+        info = archive.getinfo(f"{name}.npy")
+    except KeyError:
+        raise Corrupt(file, f"{name} is missing") from None
+    if info.file_size > PREDICTIONS_LIMIT:
+        raise Corrupt(file, f"{name} is {info.file_size} bytes; the limit is {PREDICTIONS_LIMIT}")
+    try:
+        with archive.open(info) as member:
+            version = np.lib.format.read_magic(member)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+            if version not in read_header:
+                raise ValueError(f"npy format version {version}")
+            shape, _, dtype = read_header[version](member, max_header_size=10_000)
+            header_size = member.tell()
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, SyntaxError) as err:
+        raise Corrupt(file, f"{name} has no valid array header ({str(err)[:60]})") from None
+    if dtype.hasobject:
+        raise Corrupt(file, f"{name} holds Python objects")
+    data_size = math.prod(shape) * dtype.itemsize
+    if header_size + data_size != info.file_size:
+        raise Corrupt(file, f"{name}'s header says shape {shape} of {dtype}, which the stored bytes do not hold")
+    return shape, dtype
+
+
+def predictions_header(path: Path, n_classes: int) -> int:
+    """Check an npz's headers (no data read): probs (N, C) float, labels (N,) integer; returns N."""
+    file = f"predictions/{path.name}"
+    try:
+        check_regular(path, PREDICTIONS_LIMIT, follow_symlinks=False)
+        with zipfile.ZipFile(path) as archive:
+            probs_shape, probs_dtype = _array_header(archive, "probs", file)
+            labels_shape, labels_dtype = _array_header(archive, "labels", file)
+    except FileProblem as problem:
+        raise Corrupt(file, f"the file {problem}") from None
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        raise Corrupt(file, f"the file is not an npz archive ({str(err)[:60]})") from None
+    if len(probs_shape) != 2 or probs_shape[1] != n_classes or probs_dtype.kind not in FLOAT_KINDS:
+        raise Corrupt(file, f"probs must be (examples, {n_classes}) floats, not {probs_shape} {probs_dtype}")
+    if labels_shape != probs_shape[:1] or labels_dtype.kind not in INT_KINDS:
+        raise Corrupt(file, f"labels must be ({probs_shape[0]},) integers, not {labels_shape} {labels_dtype}")
+    return probs_shape[0]
+
+
+def read_predictions(path: Path, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(probs (N, C), labels (N,)) after the header checks; values: probabilities and class ids."""
+    file = f"predictions/{path.name}"
+    predictions_header(path, n_classes)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            probs, labels = npz["probs"], npz["labels"]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        raise Corrupt(file, f"the file cannot be read ({str(err)[:60]})") from None
+    if not np.isfinite(probs).all() or (probs < 0).any() or (probs > 1).any():
+        raise Corrupt(file, "probs must be probabilities in [0, 1]")
+    if len(labels) and (labels.min() < 0 or labels.max() >= n_classes):
+        raise Corrupt(file, f"labels must be class ids 0..{n_classes - 1}")
+    return probs, labels
+
+
+# ---------------------------------------------------------------------------------------------
+# safetensors
+
+
+def safetensors_header(path: Path, file: str) -> dict:
+    """The header of a safetensors file, every tensor's bytes checked against the file: {"__metadata__": ...,
+    name: {"dtype", "shape", "data_offsets"}}. The same checks the safetensors library makes, without torch."""
+    try:
+        size = check_regular(path, PARAMS_LIMIT, follow_symlinks=False)
+        with open(path, "rb") as f:
+            prefix = f.read(8)
+            header_size = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else -1
+            if not 0 < header_size <= min(SAFETENSORS_HEADER_LIMIT, size - 8):
+                raise Corrupt(file, "the file has no valid safetensors header")
+            header = json.loads(f.read(header_size))
+    except Corrupt:
+        raise
+    except FileProblem as problem:
+        raise Corrupt(file, f"the file {problem}") from None
+    except (OSError, ValueError) as err:
+        raise Corrupt(file, f"the file has no valid safetensors header ({str(err)[:60]})") from None
+    data_size = size - 8 - header_size
+    for name, entry in mapping(header, file, "the header").items():
+        if name != "__metadata__":
+            _check_tensor_entry(name, entry, data_size, file)
+    return header
+
+
+def _check_tensor_entry(name: str, entry, data_size: int, file: str) -> None:
+    entry = mapping(entry, file, name)
+    shape, offsets, dtype = entry.get("shape"), entry.get("data_offsets"), entry.get("dtype")
+    shape_ok = isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)
+    offsets_ok = isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
+    if not (shape_ok and offsets_ok and dtype in SAFETENSORS_BYTES):
+        raise Corrupt(file, f"{name} has no valid shape, dtype and offsets")
+    start, end = offsets
+    if not 0 <= start <= end <= data_size or end - start != math.prod(shape) * SAFETENSORS_BYTES[dtype]:
+        raise Corrupt(file, f"{name}'s shape {shape} of {dtype} does not match its stored bytes")
+
+
+def stored_epoch(header: dict, file: str) -> int | None:
+    """The epoch a parameters file belongs to (its metadata), or None for files from before it was recorded."""
+    metadata = header.get("__metadata__") or {}
+    if not isinstance(metadata, dict) or "epoch" not in metadata:
+        return None
+    text = metadata["epoch"]
+    if not isinstance(text, str) or not text.isdigit() or int(text) < 1:
+        raise Corrupt(file, f"metadata epoch must be a whole number >= 1, not {_shown(text)}")
+    return int(text)
