@@ -11,6 +11,16 @@ encoder is loaded with the "peftviz" attention implementation (see attention.py)
 Longformer as peftviz's `LongEncoder` (see longformer.py), and none with the pretrained pooler:
 the classification head pools for itself, and RoBERTa checkpoints ship no pooler weights.
 `encode` runs either kind with one contract.
+
+Weights are read from safetensors files only: a checkpoint of pickled PyTorch weights
+(pytorch_model.bin) is refused with a one-line ModelLoadError saying how to convert it, since
+unpickling a file can run any code in it. Converting is one command the user runs knowingly, on a
+file they trust.
+
+`max_tokens(encoder)` is how many tokens an encoder can take, from its position table: a BERT's
+rows are positions 0, 1, ...; RoBERTa-style embeddings (RoBERTa, XLM-R, CamemBERT, Longformer)
+number positions from padding_idx + 1, so roberta-base's 514 rows hold 512 tokens.
+`check_max_length` refuses a `max_length` beyond it before anything trains.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import (
     AutoConfig,
     AutoModel,
@@ -32,12 +43,13 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from peftviz.attention import ATTN_IMPLEMENTATION, AttentionContext, key_padding_bias
-from peftviz.errors import ModelLoadError
+from peftviz.errors import ConfigError, ModelLoadError
 from peftviz.long_minilm import long_minilm_path, parse_long_minilm
 from peftviz.longformer import LongEncoder
 from peftviz.paths import minilm_path
 
-__all__ = ["DEFAULT_MODEL", "ENCODERS", "ModelLoadError", "encode", "encoder_layers", "load_encoder", "tiny_encoder"]
+__all__ = ["DEFAULT_MODEL", "ENCODERS", "ModelLoadError", "check_max_length", "encode", "encoder_layers", "load_encoder",
+           "max_tokens", "tiny_encoder"]  # fmt: skip
 
 DEFAULT_MODEL = "minilm"
 # Random tiny encoders built from config, tokenised with MiniLM's tokenizer: for tests and the smoke preset.
@@ -46,6 +58,8 @@ TINY_MODELS = ("tiny-bert", "tiny-roberta", "tiny-longformer")
 # `layer_idx`, and whose layers live at `model.encoder.layer[i].attention`.
 BERT_LIKE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
 SUPPORTED_MODEL_TYPES = (*BERT_LIKE_MODEL_TYPES, "longformer")
+# pickled PyTorch weights, which are never loaded (transformers' WEIGHTS_NAME and WEIGHTS_INDEX_NAME)
+PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
 @dataclass(frozen=True)
@@ -97,9 +111,34 @@ ENCODERS: tuple[EncoderSource, ...] = (
 
 
 def load_encoder(name_or_path: str = DEFAULT_MODEL):
-    """Load (encoder, tokenizer). Raises ModelLoadError with one line naming the problem."""
+    """Load (encoder, tokenizer). Raises ModelLoadError with one line naming the problem.
+
+    The encoder keeps the name it was loaded by (`peftviz_name`), for messages about it."""
     source = next(source for source in ENCODERS if source.owns(name_or_path))
-    return source.load(name_or_path)
+    encoder, tokenizer = source.load(name_or_path)
+    encoder.peftviz_name = name_or_path
+    return encoder, tokenizer
+
+
+def max_tokens(encoder) -> int:
+    """How many tokens `encoder` can take: the rows of its position table, less the rows before the
+    first text position in RoBERTa-style embeddings (which number positions from padding_idx + 1)."""
+    embeddings = encoder.embeddings
+    table = getattr(embeddings, "position_embeddings", None)
+    rows = table.num_embeddings if table is not None else encoder.config.max_position_embeddings
+    padding_idx = getattr(embeddings, "padding_idx", None)  # RoBERTa-style only: BERT numbers from 0
+    return rows - (padding_idx + 1) if padding_idx is not None else rows
+
+
+def check_max_length(encoder, max_length: int, method_positions: int = 0) -> None:
+    """Raise ConfigError when `max_length` tokens (plus the positions the method embeds with the text)
+    do not fit the encoder's position table."""
+    available = max_tokens(encoder)
+    if max_length + method_positions <= available:
+        return
+    name = getattr(encoder, "peftviz_name", None) or encoder.config.model_type
+    plus = f" (+ {method_positions} positions of the method)" if method_positions else ""
+    raise ConfigError(f"max_length {max_length}{plus} is beyond {name}'s {available} positions")
 
 
 def _check_supported(model_type: str, name: str) -> None:
@@ -121,15 +160,53 @@ def _load_pretrained(path: str, name: str):
             f"({type(err).__name__})"
         ) from err
     _check_supported(config.model_type, name)
+    _refuse_pickled(path, name)
     try:
         if config.model_type == "longformer":
-            encoder = LongEncoder.from_pretrained(path)
+            encoder = LongEncoder.from_pretrained(path, use_safetensors=True)
         else:
-            encoder = AutoModel.from_pretrained(path, add_pooling_layer=False, attn_implementation=ATTN_IMPLEMENTATION)
+            encoder = AutoModel.from_pretrained(
+                path, add_pooling_layer=False, attn_implementation=ATTN_IMPLEMENTATION, use_safetensors=True
+            )
         tokenizer = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"cannot load the weights or tokenizer of '{name}': {err}") from err
+    except (OSError, ValueError, SafetensorError) as err:  # SafetensorError: a damaged weights file
+        if not _looks_local(name) and "does not appear to have a file named" in str(err):  # no safetensors on the hub
+            raise ModelLoadError(_pickled_message(name)) from err
+        raise ModelLoadError(f"cannot load the weights or tokenizer of '{name}': {_first_line(err)}") from err
     return encoder, tokenizer
+
+
+def _refuse_pickled(path: str, name: str) -> None:
+    """A local folder with pickled weights and no safetensors file: refused before anything reads it."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir() or any(folder.glob("*.safetensors")):
+        return
+    if any((folder / weights).is_file() for weights in PICKLED_WEIGHTS):
+        raise ModelLoadError(_pickled_message(name))
+
+
+def _pickled_message(name: str) -> str:
+    """One line: why pickled weights are refused, and the command that converts them: in place for a
+    folder, into a new folder (weights and tokenizer) for a hub id."""
+    convert = f"from transformers import AutoModel; AutoModel.from_pretrained({name!r}, use_safetensors=False)"
+    if _looks_local(name):
+        command, then = f"{convert}.save_pretrained({name!r})", ""
+    else:
+        target = f"{name.rsplit('/', 1)[-1]}-safetensors"
+        command = (
+            f"{convert}.save_pretrained({target!r}); from transformers import AutoTokenizer; "
+            f"AutoTokenizer.from_pretrained({name!r}).save_pretrained({target!r})"
+        )
+        then = f", then use the model folder {target}"
+    return (
+        f"model '{name}' has no safetensors weights, only pickled PyTorch ones (pytorch_model.bin), which peftviz "
+        f'does not load: unpickling can run code. If you trust the file, convert it once: python -c "{command}"{then}'
+    )
+
+
+def _first_line(err: Exception) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
 
 
 def encode(encoder, input_ids, attention_mask, token_type_ids, ctx: AttentionContext, n_prefix_queries: int):

@@ -5,20 +5,42 @@ A `TrainConfig` holds everything a run needs, and `config.json` in the run folde
 `TrainConfig.from_stored` reads it back. A preset fills in the values; any field can then be
 overridden (the CLI has a flag for each). What differs by method (learning rate per preset, the
 variants a comparison trains) each method's class says.
+
+Every setting is checked on construction, whatever its source (CLI, app, config.json): its type,
+its choices and its range as declared below (see options.py), then `validate`'s rules across
+fields, the method's options included. A refused setting raises a one-line `ConfigError` before
+anything is loaded or written. Whether `max_length` fits the encoder's positions is known only
+once the encoder is loaded: `model.build_classifier` checks it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from peftviz.errors import ConfigError
 from peftviz.methods import DEFAULT_METHOD, METHODS, alpha_grid_method, paper_methods
 from peftviz.methods import method_class as find_method
-from peftviz.options import Options, option
+from peftviz.options import Options, option, shown
 
 # what config.json holds besides the settings: what the run found and recorded
 RECORD_ONLY = ("environment", "parameters", "label_names")
+
+
+# Bounds of the run settings (see options.py for how they are checked). Upper bounds are typo guards,
+# far above any setting the papers or the presets use, and low enough that nothing is allocated or
+# run before a mistake is seen.
+MAX_LENGTH = 16384  # 4x the 4096 positions of the longest supported encoders (Longformer, long-minilm);
+# the loaded encoder's own position count is checked when the classifier is built (model.py)
+MAX_EPOCHS = 1000  # the papers train 3-20 epochs
+MAX_BATCH = 65536  # examples per forward pass or per optimiser step: beyond any split peftviz trains on
+MAX_ECE_BINS = 10000  # ECE uses 10-20 bins; 10^4 already leaves most bins empty on any test split
+MAX_SEED = 2**32 - 1  # numpy's seeds (np.random.seed, the data split) stop at 2^32 - 1
+MAX_LIMIT = 10**9  # examples per split: more than any dataset (data.py reads at most 10^6 rows); None: no limit
+MAX_LEARNING_RATE = 10.0  # AdamW diverges long before; the papers' grids stop at 5e-2 (prompt tuning: 0.3)
+MAX_WEIGHT_DECAY = 1.0  # AdamW shrinks each weight by lr x decay per step; the usual values are 0-0.1
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 @dataclass
@@ -33,27 +55,41 @@ class TrainConfig(Options):
         "(e.g. allenai/longformer-base-4096)",
     )
     dataset: str = option("bbc-news", "bbc-news, a .csv/.jsonl file or class folder, or a hub name (sst2, ...)")
-    limit: int | None = option(None, "use at most this many examples per split (seeded subsample)")
-    max_length: int = option(128, "tokens per document; longer ones are truncated")
+    limit: int | None = option(
+        None, "use at most this many examples per split (seeded subsample)", at_least=2, at_most=MAX_LIMIT
+    )
+    max_length: int = option(
+        128, "tokens per document, [CLS] and [SEP] included; longer ones are truncated", at_least=2, at_most=MAX_LENGTH
+    )
     pooling: Literal["cls", "mean"] = option(
         "cls", "what the head reads: cls (first text token) or mean (of text tokens)"
     )
-    head_dropout: float = option(0.1, "dropout in the classification head")
-    epochs: int = option(3, "training epochs; validation after each")
-    learning_rate: float = option(5e-3, "peak AdamW learning rate")
-    weight_decay: float = option(0.01, "AdamW weight decay (not on biases and LayerNorm weights)")
-    batch_size: int = option(16, "examples per forward pass")
-    effective_batch_size: int = option(16, "examples per optimiser step; gradients accumulate to reach it")
-    warmup_ratio: float = option(0.1, "fraction of optimiser steps with linear warmup")
+    head_dropout: float = option(0.1, "dropout in the classification head", at_least=0, below=1)
+    epochs: int = option(3, "training epochs; validation after each", at_least=1, at_most=MAX_EPOCHS)
+    learning_rate: float = option(5e-3, "peak AdamW learning rate", above=0, at_most=MAX_LEARNING_RATE)
+    weight_decay: float = option(
+        0.01, "AdamW weight decay (not on biases and LayerNorm weights)", at_least=0, at_most=MAX_WEIGHT_DECAY
+    )
+    batch_size: int = option(16, "examples per forward pass", at_least=1, at_most=MAX_BATCH)
+    effective_batch_size: int = option(
+        16, "examples per optimiser step; gradients accumulate to reach it", at_least=1, at_most=MAX_BATCH
+    )
+    warmup_ratio: float = option(0.1, "fraction of optimiser steps with linear warmup", at_least=0, below=1)
     schedule: Literal["linear", "cosine"] = option("linear", "learning-rate decay after warmup")
-    max_grad_norm: float = option(1.0, "gradient clipping norm (0 disables)")
+    max_grad_norm: float = option(1.0, "gradient clipping norm (0 disables)", at_least=0)
     seed: int = option(
-        0, "training seed: initialisation, dropout and batch order (runs differing only here form a group)"
+        0,
+        "training seed: initialisation, dropout and batch order (runs differing only here form a group)",
+        at_least=0,
+        at_most=MAX_SEED,
     )
     data_seed: int = option(
-        0, "seed of the data split and subsample, fixed apart from the training seed so runs compare paired"
+        0,
+        "seed of the data split and subsample, fixed apart from the training seed so runs compare paired",
+        at_least=0,
+        at_most=MAX_SEED,
     )
-    ece_bins: int = option(10, "bins of the ECE stored per epoch")
+    ece_bins: int = option(10, "bins of the ECE stored per epoch", at_least=1, at_most=MAX_ECE_BINS)
     device: str = option("auto", "auto (CUDA when present), cpu, cuda or cuda:N")
 
     @property
@@ -88,26 +124,21 @@ class TrainConfig(Options):
             raise ConfigError("the run names no method")
         values = {key: value for key, value in record.items() if key not in RECORD_ONLY}
         values.setdefault("data_seed", values.get("seed", 0))
-        if values.pop("average_heads", False):
+        average_heads = values.pop("average_heads", False)
+        if not isinstance(average_heads, bool):
+            raise ConfigError(f"average_heads must be true or false, not {shown(average_heads)}")
+        if average_heads and isinstance(values.get("method_options", {}), dict):
             values["method_options"] = {**values.get("method_options", {}), "average_heads": True}
         return cls.from_dict(values)
 
     def validate(self) -> None:
         self.method_class.config_class.from_dict(self.method_options)  # raises on a bad option
-        positive = ("epochs", "learning_rate", "batch_size", "effective_batch_size", "max_length", "ece_bins")
-        for name in positive:
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if self.effective_batch_size % self.batch_size:
             raise ConfigError(
                 f"effective_batch_size ({self.effective_batch_size}) must be a multiple of batch_size ({self.batch_size})"
             )
-        if not 0 <= self.warmup_ratio < 1:
-            raise ConfigError(f"warmup_ratio must be in [0, 1), not {self.warmup_ratio}")
-        if self.seed < 0 or self.data_seed < 0:
-            raise ConfigError(f"seeds must be >= 0, not seed={self.seed}, data_seed={self.data_seed}")
-        if self.limit is not None and self.limit < 2:
-            raise ConfigError(f"limit must be at least 2, not {self.limit}")
+        if not DEVICE.fullmatch(self.device):
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, not {shown(self.device)}")
 
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -1,4 +1,9 @@
-"""The text classifier: a pretrained encoder, one tuning method, and a classification head."""
+"""The text classifier: a pretrained encoder, one tuning method, and a classification head.
+
+`build_classifier` refuses, with a one-line ConfigError and before the method touches the encoder,
+a `max_length` beyond the encoder's positions (plus any the method embeds with the text): that is
+known only once the encoder is loaded, so the config cannot check it.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from peftviz.backbones import encode
+from peftviz.backbones import check_max_length, encode
 from peftviz.longformer import BandedAttention
 from peftviz.methods import make_method
 from peftviz.methods.base import PeftMethod
@@ -115,9 +120,17 @@ class PeftClassifier(nn.Module):
 
 
 def build_classifier(
-    encoder, method: str, num_labels: int, options: dict | None = None, pooling: str = "cls", head_dropout: float = 0.1
+    encoder,
+    method: str,
+    num_labels: int,
+    options: dict | None = None,
+    pooling: str = "cls",
+    head_dropout: float = 0.1,
+    max_length: int | None = None,
 ) -> PeftClassifier:
-    """Attach method `method` (with its config `options`) and a head to `encoder`."""
-    return PeftClassifier(
-        encoder, make_method(method, encoder.config, **(options or {})), num_labels, pooling, head_dropout
-    )
+    """Attach method `method` (with its config `options`) and a head to `encoder`. With `max_length`
+    (the config's tokens per document), raise ConfigError first if the encoder cannot take that many."""
+    tuning = make_method(method, encoder.config, **(options or {}))
+    if max_length is not None:
+        check_max_length(encoder, max_length, tuning.added_positions)
+    return PeftClassifier(encoder, tuning, num_labels, pooling, head_dropout)

@@ -9,6 +9,8 @@ everything it owns plus whatever it added to the encoder.
 What a method tells the rest of peftviz (class attributes and methods below):
 - training: `trains_backbone`, `learning_rates` per preset, `after_training()` (e.g. head averaging),
   `comparison_variants()` and `before_training()` (a variant that starts from an earlier run);
+- building: `added_positions` (position-table rows it uses besides the text's, checked against
+  the encoder with max_length);
 - the analyses: `prefix_keys` (λ(C) and the prefix-mass grid apply), `n_prefix_queries` (prefix
   positions), `alpha_sweep_method` (the α sweep applies), `averages_heads` (the heads page applies),
   `attention_note` (what the Attention page should say about it).
@@ -69,6 +71,13 @@ class PeftMethod(nn.Module):
         self.n_heads = encoder_config.num_attention_heads
         self.head_dim = self.hidden_size // self.n_heads
         self._hooks: list = []
+
+    @property
+    def added_positions(self) -> int:
+        """Rows of the encoder's position table the method uses besides the text's max_length tokens
+        (a method that embeds its own tokens with the text, shifting it, says how many). The prefix
+        and prompt positions of peftviz's methods enter after the embedding layer and use none."""
+        return 0
 
     @property
     def n_prefix_queries(self) -> int:

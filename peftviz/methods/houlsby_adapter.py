@@ -20,6 +20,9 @@ parameters.
 
 The adapters are forward hooks on `layer.attention.output.dense` and `layer.output.dense`, which
 BERT, RoBERTa and peftviz's Longformer all have.
+
+Bounds: m from 1 to MAX_BOTTLENECK = 4096 (Houlsby et al. search 8, 64, 256; wider than the
+hidden size, at most 1024 for the supported encoders, it is no bottleneck).
 """
 
 from __future__ import annotations
@@ -34,17 +37,18 @@ from peftviz.backbones import encoder_layers
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.options import option
 
+MAX_BOTTLENECK = 4096
+
 
 @dataclass
 class HoulsbyAdapterConfig(MethodConfig):
     bottleneck: int = option(
-        64, "m, the adapter's bottleneck width (Houlsby et al. search 8, 64, 256; 64 is 2.6% of MiniLM's parameters)"
+        64,
+        "m, the adapter's bottleneck width (Houlsby et al. search 8, 64, 256; 64 is 2.6% of MiniLM's parameters)",
+        at_least=1,
+        at_most=MAX_BOTTLENECK,
     )
     train_layer_norm: bool = option(True, "train the encoder's LayerNorm gains and shifts too, as Houlsby et al.")
-
-    def validate(self) -> None:
-        if self.bottleneck < 1:
-            raise ValueError(f"bottleneck must be at least 1, not {self.bottleneck}")
 
 
 class BottleneckAdapter(nn.Module):

@@ -10,6 +10,11 @@ The paper uses the exponential (softmax) kernel and leaves the others, a trainab
 layer as open questions; here the kernel of each term is selectable (exp, rbf, linear,
 polynomial) and α can be fixed or trained, one per layer. A trained α is kept as log α so it stays
 positive and moves on the log scale its grid ({1e-3 … 4e-2}) is laid out on.
+
+α is a scale, the weight of the prefix term against the sequence term, whose weights sum to 1:
+it must be finite and positive (its log is taken), and at most MAX_ALPHA = 100, the prefix term
+a hundred times the whole sequence term: 2500 times the top of the paper's grid, and far beyond
+prefix-propagation's own α = λ(C) < 1; a larger α only swamps each layer's output.
 """
 
 from __future__ import annotations
@@ -28,19 +33,20 @@ from peftviz.options import option
 
 EXACT = "exact"  # the α setting that uses each query's own λ(C): plain prefix-propagation
 ALPHA_GRID = (1e-3, 3e-3, 5e-3, 7e-3, 1e-2, 4e-2)  # the paper's search grid (appendix B)
+MAX_ALPHA = 100.0
 
 
 @dataclass
 class KernelPrefixPropagationConfig(PrefixPropagationConfig):
-    alpha: float = option(5e-3, "α, the weight of the prefix term (paper grid: 1e-3 … 4e-2; reference scripts 5e-3)")
+    alpha: float = option(
+        5e-3,
+        "α, the weight of the prefix term (paper grid: 1e-3 … 4e-2; reference scripts 5e-3)",
+        above=0,
+        at_most=MAX_ALPHA,
+    )
     alpha_trainable: bool = option(False, "learn α, one per layer, starting from `alpha`")
     kernel: Kernel = option("exp", "kernel of the prefix term")
     sequence_kernel: Kernel = option("exp", "kernel of the sequence term")
-
-    def validate(self) -> None:
-        super().validate()
-        if not self.alpha > 0:
-            raise ValueError(f"alpha must be positive, not {self.alpha}")
 
 
 class KernelPrefixPropagation(PrefixPropagation):

@@ -19,6 +19,11 @@ reads, and any prefix positions) use query_global/key_global/value_global, which
 
 Merging B A into W after training (peft's `merge`) would make inference free; peftviz keeps the
 layers unmerged, so the trained A, B are what a run stores.
+
+Bounds of the options: r from 1 to MAX_RANK = 1024 (Hu et al. use 1 to 64; a rank beyond the
+hidden size, 1024 for the largest supported encoders, adds parameters and no expressiveness);
+α from 1 to MAX_LORA_ALPHA = 4096 (peft takes an int; 4096 is a scale α / r of 4096 at r = 1);
+dropout in [0, 1).
 """
 
 from __future__ import annotations
@@ -36,11 +41,24 @@ from peftviz.options import option
 ALL_LINEAR = "all-linear"  # peft's shorthand: every nn.Linear of the encoder
 
 
+MAX_RANK = 1024
+MAX_LORA_ALPHA = 4096
+
+
 @dataclass
 class LoraMethodConfig(MethodConfig):
-    r: int = option(8, "r, the rank of each update B A (peft's default: 8; Hu et al. use 1 to 64)")
-    lora_alpha: int = option(8, "α; the update is scaled by α / r (peft's default: 8, i.e. a scale of 1 at r = 8)")
-    lora_dropout: float = option(0.0, "dropout on the input of the low-rank path (peft's default: 0)")
+    r: int = option(
+        8, "r, the rank of each update B A (peft's default: 8; Hu et al. use 1 to 64)", at_least=1, at_most=MAX_RANK
+    )
+    lora_alpha: int = option(
+        8,
+        "α; the update is scaled by α / r (peft's default: 8, i.e. a scale of 1 at r = 8)",
+        at_least=1,
+        at_most=MAX_LORA_ALPHA,
+    )
+    lora_dropout: float = option(
+        0.0, "dropout on the input of the low-rank path (peft's default: 0)", at_least=0, below=1
+    )
     target_modules: Literal["query,value", "query,key,value", "query,value,query_global,value_global", "all-linear"] = (
         option(
             "query,value",
@@ -50,14 +68,6 @@ class LoraMethodConfig(MethodConfig):
             "all-linear (every linear map of the encoder: attention, its output and both feed-forward layers)",
         )
     )
-
-    def validate(self) -> None:
-        if self.r < 1:
-            raise ValueError(f"r must be at least 1, not {self.r}")
-        if self.lora_alpha <= 0:
-            raise ValueError(f"lora_alpha must be positive, not {self.lora_alpha}")
-        if not 0 <= self.lora_dropout < 1:
-            raise ValueError(f"lora_dropout must be in [0, 1), not {self.lora_dropout}")
 
     def peft_targets(self) -> str | list[str]:
         """What LoraConfig.target_modules receives: "all-linear", or the list of name suffixes."""

@@ -1,4 +1,10 @@
-"""The trainable prefix matrix shared by prefix-tuning and prefix-propagation."""
+"""The trainable prefix matrix shared by prefix-tuning and prefix-propagation.
+
+Bounds of the options: the papers use j = 8 (32 for WikiHop) and an MLP of width 512. A prefix of
+more than MAX_PREFIX_LENGTH = 1024 slots (twice a BERT's whole 512-token input, which
+prefix-propagation's prefixes join) is a typo, refused before its (j × 2·L·D) matrix is allocated;
+the MLP is bounded by MAX_MLP_HIDDEN = 8192 (16 times the papers' width) for the same reason.
+"""
 
 from __future__ import annotations
 
@@ -9,23 +15,25 @@ from torch import Tensor, nn
 from peftviz.methods.base import MethodConfig
 from peftviz.options import option
 
+MAX_PREFIX_LENGTH = 1024
+MAX_MLP_HIDDEN = 8192
+
 
 @dataclass
 class PrefixConfig(MethodConfig):
-    prefix_length: int = option(8, "j, the number of prefix slots in every layer (paper: 8; 32 for WikiHop)")
+    prefix_length: int = option(
+        8,
+        "j, the number of prefix slots in every layer (paper: 8; 32 for WikiHop)",
+        at_least=1,
+        at_most=MAX_PREFIX_LENGTH,
+    )
     reparameterize: bool = option(
         False, "produce the prefixes with an MLP (embedding -> Linear -> tanh -> Linear), as in Li & Liang 2021"
     )
-    mlp_hidden: int = option(512, "hidden width of the reparameterisation MLP")
-    prefix_dropout: float = option(0.1, "dropout applied to the prefix vectors on every training forward")
-
-    def validate(self) -> None:
-        if self.prefix_length < 1:
-            raise ValueError(f"prefix_length must be at least 1, not {self.prefix_length}")
-        if not 0 <= self.prefix_dropout < 1:
-            raise ValueError(f"prefix_dropout must be in [0, 1), not {self.prefix_dropout}")
-        if self.reparameterize and self.mlp_hidden < 1:
-            raise ValueError(f"mlp_hidden must be at least 1, not {self.mlp_hidden}")
+    mlp_hidden: int = option(512, "hidden width of the reparameterisation MLP", at_least=1, at_most=MAX_MLP_HIDDEN)
+    prefix_dropout: float = option(
+        0.1, "dropout applied to the prefix vectors on every training forward", at_least=0, below=1
+    )
 
 
 class PrefixEncoder(nn.Module):

@@ -26,6 +26,10 @@ embeddings)` and a 0/1 mask widened by n. That puts the prompt through the posit
 additive padding bias and its pooling after the prefix), and does not fit peftviz's Longformer,
 which takes no inputs_embeds. The method is therefore this small module; the init mirrors
 peft's `PromptEmbedding` (SAMPLE_VOCAB / RANDOM).
+
+Bounds: n from 1 to MAX_PROMPT_LENGTH = 1024 (Lester et al. try 1 to 150; 1024 is twice a BERT's
+whole input), refused before the (n × D) prompt is allocated. The prompt positions enter after the
+embedding layer, so they take no position embeddings: `max_length` alone must fit the encoder.
 """
 
 from __future__ import annotations
@@ -41,22 +45,22 @@ from peftviz.backbones import encoder_layers
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.options import option
 
+MAX_PROMPT_LENGTH = 1024
+
 
 @dataclass
 class PromptTuningConfig(MethodConfig):
     prompt_length: int = option(
         20,
         "n, soft prompt tokens in front of the text (Lester et al.: 20 gives most of the gain; prefix methods' j is 8)",
+        at_least=1,
+        at_most=MAX_PROMPT_LENGTH,
     )
     init: Literal["sample-vocab", "random"] = option(
         "sample-vocab",
         "sample-vocab: embedded tokens drawn from the vocabulary (Lester et al.; peft's SAMPLE_VOCAB); "
         "random: U(-0.5, 0.5)",
     )
-
-    def validate(self) -> None:
-        if self.prompt_length < 1:
-            raise ValueError(f"prompt_length must be at least 1, not {self.prompt_length}")
 
 
 class PromptTuning(PeftMethod):

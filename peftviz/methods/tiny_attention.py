@@ -14,12 +14,18 @@ pretrained model.
 Parameter averaging (eqs. 5–8): after training, W_Q, W_K, W_V are averaged over heads and one
 head runs with output projection M·Ō = Σ_m O^(m). It is exact when the heads are equal, and close
 when they started as perturbed copies of one trained head, which `init_from` provides.
+
+Bounds of the options: the paper uses M ∈ {1, 4} heads of size D ∈ {1, 4}. Up to MAX_HEADS = 64
+heads of up to MAX_HEAD_DIM = 64 each (an ordinary attention head's size: beyond it the adapter is
+no longer tiny) are allowed. The perturbation of copied heads is a fraction of each matrix's std,
+at most 1: noise as large as the weights leaves nothing of the copied head.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import torch
@@ -28,30 +34,43 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from peftviz.backbones import encoder_layers
+from peftviz.errors import ConfigError, RunError
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.options import option
+from peftviz.schema import safetensors_header
 
 if TYPE_CHECKING:
     from peftviz.config import TrainConfig
     from peftviz.runs import Run
 
 
+MAX_HEADS = 64
+MAX_HEAD_DIM = 64
+
+
 @dataclass
 class TinyAttentionConfig(MethodConfig):
-    n_heads: int = option(1, "M, attention heads per adapter (paper: 1, or 4 with parameter averaging)")
-    head_dim: int = option(1, "D, the size of each head (paper: 1)")
+    n_heads: int = option(
+        1, "M, attention heads per adapter (paper: 1, or 4 with parameter averaging)", at_least=1, at_most=MAX_HEADS
+    )
+    head_dim: int = option(1, "D, the size of each head (paper: 1)", at_least=1, at_most=MAX_HEAD_DIM)
     placement: Literal["sequential", "parallel"] = option(
         "sequential", "sequential: between attention block and FFN; parallel: beside the attention block"
     )
     init_from: str | None = option(None, "safetensors file of a trained one-head adapter to start every head from")
-    init_perturbation: float = option(0.01, "noise added to each copied head, as a fraction of each matrix's std")
+    init_perturbation: float = option(
+        0.01, "noise added to each copied head, as a fraction of each matrix's std", at_least=0, at_most=1
+    )
     average_heads: bool = option(False, "after training, average the heads (eqs. 5–8) and evaluate again")
 
-    def validate(self) -> None:
-        if self.n_heads < 1 or self.head_dim < 1:
-            raise ValueError(f"n_heads and head_dim must be at least 1, not {self.n_heads} and {self.head_dim}")
-        if self.init_perturbation < 0:
-            raise ValueError(f"init_perturbation must be non-negative, not {self.init_perturbation}")
+
+def _read_adapter(path: str) -> dict:
+    """The tensors of `init_from`, a safetensors file checked first (a regular file, its header whole)."""
+    try:
+        safetensors_header(Path(path), f"init_from {path}")
+    except RunError as err:
+        raise ConfigError(str(err)) from None
+    return load_file(path)
 
 
 class TinyAttention(nn.Module):
@@ -140,7 +159,7 @@ class TinyAttentionMethod(PeftMethod):
         )
         self.averaged_from: int | None = None
         if config.init_from:
-            self.copy_heads_from(load_file(config.init_from), config.init_perturbation)
+            self.copy_heads_from(_read_adapter(config.init_from), config.init_perturbation)
 
     def attach(self, encoder) -> None:
         for index, layer in enumerate(encoder_layers(encoder)):
