@@ -104,5 +104,13 @@ def load_trained(
     missing = set(model.trainable_state_dict()) - set(state) - optional
     if missing:
         raise RunError(f"run {run.name}: params.safetensors lacks {len(missing)} tensors, e.g. {min(missing)}")
+    expected = model.state_dict()
+    wrong = [name for name, tensor in state.items() if name in expected and tensor.shape != expected[name].shape]
+    if wrong:
+        name = wrong[0]
+        raise RunError(
+            f"run {run.name}: params.safetensors: {name} has shape {tuple(state[name].shape)}, "
+            f"the model's is {tuple(expected[name].shape)}"
+        )
     model.load_state_dict(state, strict=False)
     return model.to(pick_device(device)).eval(), tokenizer

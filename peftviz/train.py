@@ -123,7 +123,13 @@ class Trainer:
         data = data or load_data(config.dataset, seed=config.data_seed, limit=config.limit)
         encoder, tokenizer = load_encoder(config.model)
         model = build_classifier(
-            encoder, config.method, data.num_labels, config.method_options, config.pooling, config.head_dropout
+            encoder,
+            config.method,
+            data.num_labels,
+            config.method_options,
+            config.pooling,
+            config.head_dropout,
+            max_length=config.max_length,  # checked against the encoder's positions before any folder exists
         ).to(self.device)
         pad_id = tokenizer.pad_token_id
         splits = {name: tokenize(data.splits[name], tokenizer, config.max_length) for name in data.splits}
@@ -155,7 +161,9 @@ class Trainer:
             return 0
         epoch, tensors, metadata = checkpoint.read_state(run.path / checkpoint.FILE)
         if not len(writer.metrics) - 1 <= epoch <= len(writer.metrics):
-            raise RunError(f"run {run.name}: {checkpoint.FILE} holds epoch {epoch}, metrics.jsonl {len(writer.metrics)}")
+            raise RunError(
+                f"run {run.name}: {checkpoint.FILE} holds epoch {epoch}, metrics.jsonl {len(writer.metrics)}"
+            )
         checkpoint.restore(tensors, metadata, prepared.model, optimizer, scheduler, prepared.train_loader)
         writer.keep_epochs(epoch)
         if best_epoch_of(writer.metrics) == epoch and run.params_epoch != epoch:
@@ -250,6 +258,11 @@ def resume(run: Run, progress: ProgressCallback | None = None) -> Run:
     if run.status != "incomplete":
         reason = f": {run.error}" if run.error else ""
         raise RunError(f"run {run.name} is {run.status}{reason}; only an incomplete (killed) run can be resumed")
+    store = run.path.parent.resolve()
+    for link in run.method_class.run_links:  # options naming another run's files: only inside this store
+        target = run.config.method_options.get(link)
+        if target and not Path(target).resolve().is_relative_to(store):
+            raise RunError(f"run {run.name}: config.json: {link} points outside the store ({target})")
     return Trainer(run.config, run.path.parent, progress).resume(run)
 
 

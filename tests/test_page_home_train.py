@@ -50,7 +50,7 @@ def test_home_marks_corrupt_and_incomplete_runs(app_store, tmp_path, monkeypatch
     at = open_page("pages/0_Home.py")
     assert not at.exception
     status = dict(zip(at.dataframe[0].value["run"], at.dataframe[0].value["status"]))
-    assert status["zz-corrupt"].startswith("corrupt: config.json: JSONDecodeError")
+    assert status["zz-corrupt"].startswith("corrupt: config.json: is not JSON")
     assert status[incomplete.name] == "incomplete"
 
 

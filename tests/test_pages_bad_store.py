@@ -1,6 +1,7 @@
 """Every page opens on a store holding corrupt and incomplete run folders, and says so where it lists runs."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -22,13 +23,38 @@ def bad_store(smoke_store, tmp_path_factory):
     (store / "broken-metrics").mkdir()
     (store / "broken-metrics" / "config.json").write_text(json.dumps({"method": "prefix-propagation"}))
     (store / "broken-metrics" / "metrics.jsonl").write_text("{half a line")
-    for pattern in ("prefix-propagation-*", "tiny-attention-4h-*"):  # killed after epoch 1: no summary, no epoch 2
-        killed = next(store.glob(pattern))
-        (killed / "summary.json").unlink()
-        lines = (killed / "metrics.jsonl").read_text().splitlines()
-        (killed / "metrics.jsonl").write_text(lines[0] + "\n")
+    for pattern in ("prefix-propagation-*", "tiny-attention-4h-*"):  # killed before the summary
+        (next(store.glob(pattern)) / "summary.json").unlink()
     (next(store.glob("prefix-tuning-*")) / "params.safetensors").write_bytes(b"garbage")
+    add_hostile_runs(store, next(store.glob("fine-tuning-*")), tmp_path_factory.mktemp("outside"))
     return store
+
+
+HOSTILE = {  # folder -> the error its listing must show
+    "fifo-config": "config.json: the file is a FIFO, not a regular file",
+    "zero-config": "config.json: the file is a symbolic link, not a regular file",
+    "summary-list": 'summary.json: the file must be an object, not ["complete"]',
+    "epoch-path": 'metrics.jsonl: line 1: epoch must be an integer, not "../../x"',
+    "empty-npz": "predictions/epoch_1.npz: the file is not an npz archive (File is not a zip file)",
+    "linked-folder": "the run folder is a symbolic link; the store holds only real folders",
+}
+
+
+def add_hostile_runs(store: Path, good: Path, outside: Path) -> None:
+    """Copies of a good run, each damaged in one of the ways a hostile folder can be."""
+    for name in HOSTILE:
+        if name != "linked-folder":
+            shutil.copytree(good, store / name)
+    (store / "fifo-config" / "config.json").unlink()
+    os.mkfifo(store / "fifo-config" / "config.json")
+    (store / "zero-config" / "config.json").unlink()
+    (store / "zero-config" / "config.json").symlink_to("/dev/zero")
+    (store / "summary-list" / "summary.json").write_text('["complete"]')
+    line = json.loads((store / "epoch-path" / "metrics.jsonl").read_text().splitlines()[0])
+    (store / "epoch-path" / "metrics.jsonl").write_text(json.dumps({**line, "epoch": "../../x"}) + "\n")
+    (store / "empty-npz" / "predictions" / "epoch_1.npz").write_bytes(b"")
+    shutil.copytree(good, outside / "elsewhere")
+    (store / "linked-folder").symlink_to(outside / "elsewhere")
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -41,3 +67,5 @@ def test_page_opens_on_a_store_with_bad_runs(bad_store, monkeypatch, page):
         assert status["broken-config"].startswith("corrupt")
         assert status["broken-metrics"].startswith("corrupt")
         assert sum(value == "incomplete" for value in status.values()) == 2
+        for name, error in HOSTILE.items():
+            assert status[name] == f"corrupt: {error}"
