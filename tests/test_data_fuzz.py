@@ -93,7 +93,9 @@ VALID_HEADERS = [
     [" text", "label "],
     ["\ufefftext", "label"],
     ["text", "label", "x"],
+    ["split", "text", "label"],
 ]
+TRAIN = st.sampled_from(["train", " Train ", "TRAIN"])  # all rows in train: our own split follows
 HOSTILE_HEADERS = [["text"], ["label"], ["text", "text", "label"], ["Text", "label"], [], ["text", "label", "label"]]
 
 
@@ -133,7 +135,9 @@ def insert_hostile(draw, lines: list[str], hostile_line) -> bool:
 def jsonl_files(draw) -> tuple[bytes, list | None]:
     """A .jsonl file's bytes and, if it is made of valid rows only, the (text, class) pairs it holds."""
     rows = draw(valid_rows(JSONL_CLASSES))
-    lines = [json.dumps({"text": text, "label": label}) for text, label, _ in rows]
+    with_split = draw(st.booleans())
+    records = [{"text": text, "label": label} for text, label, _ in rows]
+    lines = [json.dumps({**r, "split": draw(TRAIN)} if with_split else r) for r in records]
     spoiled = insert_hostile(draw, lines, HOSTILE_JSONL_LINE)
     line_end = draw(st.sampled_from(["\n", "\r\n"]))
     content = line_end.join(lines) + draw(st.sampled_from([line_end, "", line_end * 3]))
@@ -148,7 +152,7 @@ def csv_files(draw) -> tuple[bytes, list | None]:
     header = draw(st.sampled_from(VALID_HEADERS if valid_header else HOSTILE_HEADERS))
     header = header + [f"c{i}" for i in range(draw(st.sampled_from([0, 0, 0, 3000])))]  # 3000: a long message
     rows = draw(valid_rows(CSV_CLASSES))
-    by_name = [{"text": text, "label": label} for text, label, _ in rows]
+    by_name = [{"text": text, "label": label, "split": draw(TRAIN)} for text, label, _ in rows]
     cells = [[row.get(column.replace("\ufeff", "").strip(), "") for column in header] for row in by_name]
     line_end = draw(st.sampled_from(["\n", "\r\n", "\r"]))
     lines = [csv_lines([header], line_end), *(csv_lines([row], line_end) for row in cells)]
@@ -169,7 +173,10 @@ ODD_ENTRY = st.sampled_from(["fifo", "dev-zero", "folder", "dangling", "empty", 
 
 @st.composite
 def folders(draw) -> tuple[dict, list | None]:
-    """Class name -> {file name: kind and content}, and, if every entry is a readable text, the pairs."""
+    """Class name -> {file name: (kind, content)}, and, if all are texts in two visible classes, the pairs.
+
+    A UTF-8 BOM that starts a file is not part of its text; names starting with "." or "_" are hidden.
+    """
     names = draw(st.lists(CLASS_NAME, min_size=2, max_size=3, unique_by=str.lower))
     layout = {
         name: {f"{i:02d}.txt": ("text", draw(FOLDER_TEXT)) for i in range(draw(st.integers(3, 4)))} for name in names
@@ -179,11 +186,9 @@ def folders(draw) -> tuple[dict, list | None]:
     for i, (name, kind, content) in enumerate(odd):
         layout[name][f"odd{i}.txt"] = (kind, content)
     classes = [n for n in names if not n.startswith((".", "_"))]
-    readable = not odd and len(classes) >= 2 and all(len(layout[n]) >= 3 for n in classes)
-    expected = None
-    if readable:
-        expected = [(text.removeprefix("\ufeff").strip(), n) for n in classes for _, text in layout[n].values()]
-    return layout, expected
+    if odd or len(classes) < 2:
+        return layout, None
+    return layout, [(text.removeprefix("\ufeff").strip(), n) for n in classes for _, text in layout[n].values()]
 
 
 def write_entry(path: Path, kind: str, content) -> None:

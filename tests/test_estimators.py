@@ -468,9 +468,14 @@ def test_a_stored_runs_estimates_are_recomputed_from_its_predictions(tmp_path):
     from peftviz.runs import RunWriter, load_run
 
     probs, labels = edge_set()
-    writer = RunWriter.create(tmp_path, TrainConfig(method="fine-tuning", label="edge"), {})
-    writer.write_epoch({"epoch": 1, "micro_f1": 0.5}, probs.astype(np.float32), labels)
+    import torch
+
+    names = [f"class {i}" for i in range(probs.shape[1])]
+    writer = RunWriter.create(tmp_path, TrainConfig(method="fine-tuning", label="edge"), {"label_names": names})
+    writer.write_epoch({"epoch": 1, "micro_f1": 0.5, "accuracy": 0.5, "ece": 0.1}, probs.astype(np.float32), labels)
+    writer.write_params({"head.weight": torch.zeros(1)}, epoch=1)
     run = load_run(writer.path)
+    assert run.status == "incomplete" and run.epochs_done == 1, run.error
     stored_probs, stored_labels = run.predictions(1)
     assert (stored_probs.max(axis=1) == 1.0).sum() == 7 and set(stored_labels) == {0}
     got = run_estimates(run, Settings(which=1, n_resamples=50), None)

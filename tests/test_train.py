@@ -1,8 +1,8 @@
 """Training, the run store and the CLI, on the smoke preset (a tiny random BERT, seconds)."""
 
 import json
-import shutil
 import os
+import shutil
 import signal
 import subprocess
 import sys
