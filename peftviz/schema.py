@@ -23,8 +23,10 @@ matches EVALUATION_NAME. This module imports no torch.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 import re
 import struct
 import zipfile
@@ -223,7 +225,20 @@ def _array_header(archive: zipfile.ZipFile, name: str, file: str) -> tuple[tuple
 
 
 def predictions_header(path: Path, n_classes: int) -> int:
-    """Check an npz's headers (no data read): probs (N, C) float, labels (N,) integer; returns N."""
+    """Check an npz's headers (no data read): probs (N, C) float, labels (N,) integer; returns N.
+
+    A checked file is remembered by its inode, time and size: the store replaces files, never
+    edits them, so listing the store again reads only what changed."""
+    try:
+        info = os.stat(path, follow_symlinks=False)
+        identity = (info.st_ino, info.st_mtime_ns, info.st_size)
+    except OSError:
+        identity = None
+    return _checked_predictions_header(Path(path), n_classes, identity)
+
+
+@functools.lru_cache(maxsize=100_000)
+def _checked_predictions_header(path: Path, n_classes: int, identity: tuple | None) -> int:
     file = f"predictions/{path.name}"
     try:
         check_regular(path, PREDICTIONS_LIMIT, follow_symlinks=False)

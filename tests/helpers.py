@@ -4,9 +4,12 @@ Imported by conftest.py, so it does not import streamlit: the chart helpers take
 """
 
 import base64
+import contextlib
 import json
+import signal
 
 import numpy as np
+import pytest
 import torch
 
 from peftviz import build_classifier, tiny_encoder
@@ -52,3 +55,36 @@ def plotly_array(value) -> np.ndarray:
         shape = value.get("shape")
         return flat if shape is None else flat.reshape([int(n) for n in str(shape).split(",")])
     return np.asarray(value)
+
+
+@contextlib.contextmanager
+def hard_timeout(seconds: int):
+    """Fail the test, instead of hanging the run, if the block takes longer (SIGALRM; pytest has no timeout)."""
+
+    def on_alarm(signum, frame):
+        pytest.fail(f"took longer than {seconds} s: blocked or reading forever")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def give_params_a_wrong_shape(folder, prefix: str = "") -> str:
+    """Replace the first tensor (whose name starts with `prefix`) of a run's params.safetensors by a (7, 7)
+    one, keeping its metadata: a file that lists (its header is whole) but does not fit the model.
+    Returns the tensor's name."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    path = str(folder / "params.safetensors")
+    with safe_open(path, framework="pt") as f:
+        metadata = f.metadata()
+    state = load_file(path)
+    name = min(name for name in state if name.startswith(prefix))
+    state[name] = torch.zeros(7, 7)
+    save_file(state, path, metadata=metadata)
+    return name

@@ -4,11 +4,9 @@ Hostile input (FIFOs, devices, limits, NaN labels, broken encodings) has its own
 generated files are in test_data_fuzz.py.
 """
 
-import contextlib
 import json
 import os
 import resource
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -21,6 +19,7 @@ import pytest
 
 import peftviz.data as data_module
 from peftviz.data import BUILTIN, HUB_DATASETS, NEWSGROUPS, DataError, TextData, describe, load_data
+from tests.helpers import hard_timeout
 
 SPLITS = ("train", "validation", "test")
 REPO = Path(__file__).resolve().parents[1]
@@ -40,22 +39,6 @@ def named_labels(data: TextData, split: str) -> list[tuple[str, str]]:
     """(text, label name) pairs of one split, to compare against what was written."""
     ds = data.splits[split]
     return [(t, data.label_names[y]) for t, y in zip(ds["text"], ds["label"])]
-
-
-@contextlib.contextmanager
-def hard_timeout(seconds: int):
-    """Fail the test, instead of hanging the run, if the block takes longer (SIGALRM; pytest has no timeout)."""
-
-    def on_alarm(signum, frame):
-        pytest.fail(f"took longer than {seconds} s: blocked or reading forever")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def assert_well_formed(data: TextData) -> None:

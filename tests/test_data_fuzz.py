@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from peftviz.data import MAX_TEXT_CHARS, DataError, TextData, load_data
-from tests.test_data import SPLITS, assert_well_formed, hard_timeout
+from tests.helpers import hard_timeout
+from tests.test_data import SPLITS, assert_well_formed
 
 TIMEOUT_S = 10
 FUZZ = settings(

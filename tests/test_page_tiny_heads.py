@@ -13,7 +13,7 @@ from peftviz.analysis import tiny_heads
 from peftviz.figures import tiny_heads as figures
 from peftviz.methods.tiny_attention import TinyAttention
 from peftviz.runs import RunError, list_runs
-from tests.helpers import charts, plotly_array
+from tests.helpers import charts, give_params_a_wrong_shape, plotly_array
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages/5_Tiny_attention_heads.py")
@@ -290,11 +290,11 @@ def test_page_on_an_empty_store(empty_store):
 def test_page_reports_unreadable_params_in_one_line(app_store, smoke_runs_by_label, tmp_path, monkeypatch):
     store = tmp_path / "runs"
     copy = shutil.copytree(smoke_runs_by_label[ONE_HEAD].path, store / smoke_runs_by_label[ONE_HEAD].name)
-    (copy / "params.safetensors").write_bytes(b"not a safetensors file")
+    give_params_a_wrong_shape(copy, "method.adapters.")  # lists (its header is whole), fails when read
     monkeypatch.setenv("PEFTVIZ_RUNS", str(store))
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception
-    assert len(at.error) == 1 and "params.safetensors" in at.error[0].value
+    assert len(at.error) == 1 and "weight is (7, 7)" in at.error[0].value
     assert "\n" not in at.error[0].value
 
 

@@ -69,3 +69,13 @@ def test_page_opens_on_a_store_with_bad_runs(bad_store, monkeypatch, page):
         assert sum(value == "incomplete" for value in status.values()) == 2
         for name, error in HOSTILE.items():
             assert status[name] == f"corrupt: {error}"
+
+
+def test_cli_lists_the_bad_store_and_names_each_problem(bad_store, capsys):
+    from peftviz.__main__ import main
+
+    assert main(["runs", "--runs-dir", str(bad_store)]) == 0
+    listing = capsys.readouterr().out
+    for name, error in HOSTILE.items():
+        row = next(line for line in listing.splitlines() if line.startswith(f"| {name} |"))
+        assert f"corrupt: {error}" in row

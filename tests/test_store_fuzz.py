@@ -14,10 +14,8 @@ import io
 import json
 import os
 import shutil
-import signal
 import struct
 import zipfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -28,27 +26,12 @@ from hypothesis import strategies as st
 from peftviz.config import preset_config
 from peftviz.errors import PeftvizError
 from peftviz.runs import STATUSES, RunWriter, load_run, run_row
+from tests.helpers import give_params_a_wrong_shape, hard_timeout
 
 FILES = ("config.json", "metrics.jsonl", "summary.json", "predictions/epoch_1.npz", "params.safetensors")
 CORRUPT_PREFIXES = (*FILES, "predictions/", "the run folder")
 CASES = 200
 LABELS = ["business", "sport", "tech"]
-
-
-@contextmanager
-def time_limit(seconds: int):
-    """Fail instead of hanging: SIGALRM interrupts a blocking open or read."""
-
-    def expire(signum, frame):
-        raise TimeoutError(f"took longer than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def write_good_run(root: Path) -> Path:
@@ -216,7 +199,7 @@ def test_a_damaged_run_folder_lists_as_corrupt_with_the_file_named_or_reads_whol
     shutil.copytree(template, store / template.name)
     event(damage(store / template.name, outside, data))
     before = snapshot(outside)
-    with time_limit(20):
+    with hard_timeout(20):
         run = load_run(store / template.name)
         assert run.status in STATUSES
         if run.status == "corrupt":
@@ -277,20 +260,11 @@ def test_params_of_another_epoch_hide_the_uncommitted_epoch_or_are_corrupt(templ
 
 
 def test_parameters_of_the_wrong_shape_are_named_when_the_model_is_rebuilt(smoke_store, tmp_path):
-    import torch
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
-
     from peftviz.inference import load_trained
 
     source = next(p for p in sorted(smoke_store.iterdir()) if p.name.startswith("prefix-propagation-"))
     folder = shutil.copytree(source, tmp_path / source.name)
-    with safe_open(str(folder / "params.safetensors"), framework="pt") as f:
-        metadata = f.metadata()
-    state = load_file(folder / "params.safetensors")
-    name = min(state)
-    state[name] = torch.zeros(7, 7)
-    save_file(state, str(folder / "params.safetensors"), metadata=metadata)
+    name = give_params_a_wrong_shape(folder)
     run = load_run(folder)
     assert run.status == "complete"  # a shape is wrong only against the model
     with pytest.raises(PeftvizError, match=rf"params.safetensors: {name} has shape \(7, 7\), the model's is "):
