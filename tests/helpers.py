@@ -5,6 +5,7 @@ Imported by conftest.py, so it does not import streamlit: the chart helpers take
 
 import base64
 import contextlib
+import functools
 import json
 import signal
 
@@ -88,3 +89,17 @@ def give_params_a_wrong_shape(folder, prefix: str = "") -> str:
     state[name] = torch.zeros(7, 7)
     save_file(state, path, metadata=metadata)
     return name
+
+
+def each_case_within(seconds: int):
+    """Put under Hypothesis's @given: every generated case runs under `hard_timeout(seconds)`."""
+
+    def decorate(test):
+        @functools.wraps(test)
+        def within(*args, **kwargs):
+            with hard_timeout(seconds):
+                return test(*args, **kwargs)
+
+        return within
+
+    return decorate

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from peftviz.config import MAX_BATCH, RECORD_ONLY, TrainConfig
 from peftviz.errors import ConfigError
 from peftviz.methods import METHODS
+from tests.helpers import each_case_within
 
 FUZZ = settings(derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 METHOD_NAMES = list(METHODS)
@@ -274,6 +275,7 @@ def check_from_dict(values: dict) -> None:
 
 @settings(FUZZ, max_examples=500)
 @given(train_dicts())
+@each_case_within(10)
 def test_from_dict_accepts_exactly_the_valid_settings(values):
     check_from_dict(values)
 
@@ -284,6 +286,7 @@ def test_from_dict_accepts_exactly_the_valid_settings(values):
     st.sampled_from([None, "drop_data_seed", "record", "average_heads", "hostile_average_heads", "no_method"]),
     HOSTILE,
 )
+@each_case_within(10)
 def test_from_stored_accepts_exactly_the_valid_records(values, change, extra):
     record = dict(values)
     if change == "drop_data_seed":
@@ -307,6 +310,7 @@ def test_from_stored_accepts_exactly_the_valid_records(values, change, extra):
 
 @settings(FUZZ, max_examples=150)
 @given(st.sampled_from(METHOD_NAMES), st.sampled_from(["clean", "one", "anything"]), st.data())
+@each_case_within(10)
 def test_every_method_refuses_its_hostile_options(name, mode, data):
     config_class = CONFIG_CLASSES[name]
     options = data.draw(settings_of(config_class, mode))
