@@ -152,15 +152,15 @@ def report(args: argparse.Namespace) -> int:
 
 def resume(args: argparse.Namespace) -> int:
     """`train --resume RUN`: the run continues with its own settings, so other settings are refused."""
-    from peftviz.progress import TerminalProgress
-    from peftviz.train import resume as resume_run
-
     given = sorted(_overrides(args)) + (["--option"] if args.option else []) + (["--seeds"] if args.seeds else [])
     if given:
         raise ConfigError(f"--resume continues a run with its own settings; drop {', '.join(given)}")
     folder = Path(args.resume) if os.sep in args.resume or args.resume in (".", "..") else args.runs_dir / args.resume
     if not folder.is_dir():
         raise RunError(f"no run folder {folder}")
+    from peftviz.progress import TerminalProgress
+    from peftviz.train import resume as resume_run  # torch and transformers load here
+
     run = resume_run(load_run(folder), TerminalProgress())
     print(format_table([comparison_row(run)]))
     print(f"\nresumed {run.name}: {run.status}, {run.epochs_done}/{run.config.epochs} epochs, in {folder.parent}")
