@@ -292,29 +292,15 @@ def outcome_of(spec: Path, expected: list | None) -> str:
     return "loaded"
 
 
-def test_generated_jsonl_files(sandbox):
+@pytest.mark.parametrize(("file_name", "files"), [("data.jsonl", jsonl_files), ("data.csv", csv_files)])
+def test_generated_data_files(sandbox, file_name, files):
     outcomes = Counter()
 
     @settings(FUZZ, max_examples=150)
-    @given(jsonl_files())
+    @given(files())
     def check(case):
         content, expected = case
-        path = new_example(sandbox) / "data.jsonl"
-        path.write_bytes(content)
-        outcomes[outcome_of(path, expected)] += 1
-
-    check()
-    assert outcomes["loaded"] >= 40 and outcomes["error"] >= 40, outcomes
-
-
-def test_generated_csv_files(sandbox):
-    outcomes = Counter()
-
-    @settings(FUZZ, max_examples=150)
-    @given(csv_files())
-    def check(case):
-        content, expected = case
-        path = new_example(sandbox) / "data.csv"
+        path = new_example(sandbox) / file_name
         path.write_bytes(content)
         outcomes[outcome_of(path, expected)] += 1
 

@@ -264,13 +264,17 @@ def train_dicts(draw) -> dict:
 # the properties
 
 
-def check_from_dict(values: dict) -> None:
-    found = problems(values)
-    event("refused" if found else "accepted")
-    if found:
-        assert_refused_in_one_line(lambda: TrainConfig.from_dict(values))
+def assert_refused_or_exact(refused: bool, build, expected: dict) -> None:
+    """`build()` raises a one-line ConfigError when `refused`, else returns a config holding `expected`."""
+    event("refused" if refused else "accepted")
+    if refused:
+        assert_refused_in_one_line(build)
     else:
-        assert_holds_exactly(TrainConfig.from_dict(values), values)
+        assert_holds_exactly(build(), expected)
+
+
+def check_from_dict(values: dict) -> None:
+    assert_refused_or_exact(bool(problems(values)), lambda: TrainConfig.from_dict(values), values)
 
 
 @settings(FUZZ, max_examples=500)
@@ -301,11 +305,7 @@ def test_from_stored_accepts_exactly_the_valid_records(values, change, extra):
         record.pop("method")
     handed_on = stored_as_values(record)
     refused = isinstance(handed_on, list) or bool(problems(handed_on))
-    event("refused" if refused else "accepted")
-    if refused:
-        assert_refused_in_one_line(lambda: TrainConfig.from_stored(record))
-    else:
-        assert_holds_exactly(TrainConfig.from_stored(record), handed_on)
+    assert_refused_or_exact(refused, lambda: TrainConfig.from_stored(record), handed_on)
 
 
 @settings(FUZZ, max_examples=150)
