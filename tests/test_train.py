@@ -122,9 +122,10 @@ def test_a_killed_run_lists_as_incomplete_and_loads_its_finished_epochs(tmp_path
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 120
-        while time.time() < deadline and not list(tmp_path.glob("*/metrics.jsonl")):
+        # an epoch is finished once its parameters (the last of its files, epoch 1 being a new best) are in place
+        while time.time() < deadline and not list(tmp_path.glob("*/params.safetensors")):
             time.sleep(0.05)
-        assert list(tmp_path.glob("*/metrics.jsonl")), "no epoch finished in time"
+        assert list(tmp_path.glob("*/params.safetensors")), "no epoch finished in time"
     finally:
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
