@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 STATUSES = ("complete", "incomplete", "failed", "corrupt")
 PARAMS_FILE, RESUME_FILE = "params.safetensors", "resume.safetensors"
+# a writer may finish an epoch while a reader reads its files one by one: what disagrees then is read again
+READ_ATTEMPTS = 3
 __all__ = ["Group", "Run", "RunError", "RunWriter", "atomic_write", "group_runs", "list_runs", "load_run", "store_dir"]
 
 
@@ -320,12 +322,16 @@ def load_run(path: Path) -> Run:
         config = _stored_config(record)
     except RunError as err:
         return Run(path, "corrupt", error=str(err), record=record if isinstance(record, dict) else {})
-    run = Run(path, "incomplete", config, record=record)
-    try:
-        _read_progress(run)
-    except RunError as err:
-        return Run(path, "corrupt", config, error=str(err), record=record)
-    return run
+    for _ in range(READ_ATTEMPTS):
+        seen, run = run_signature(path), Run(path, "incomplete", config, record=record)
+        try:
+            _read_progress(run)
+            return run
+        except RunError as err:
+            error = str(err)
+            if run_signature(path) == seen:  # nothing was written while we read: the folder itself is wrong
+                break
+    return Run(path, "corrupt", config, error=error, record=record)
 
 
 def _stored_config(record) -> TrainConfig:

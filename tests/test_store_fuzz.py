@@ -269,3 +269,30 @@ def test_parameters_of_the_wrong_shape_are_named_when_the_model_is_rebuilt(smoke
     assert run.status == "complete"  # a shape is wrong only against the model
     with pytest.raises(PeftvizError, match=rf"params.safetensors: {name} has shape \(7, 7\), the model's is "):
         load_trained(run)
+
+
+def test_a_folder_written_to_while_it_is_read_is_read_again(template, tmp_path, monkeypatch):
+    """A writer commits epoch 3 between the reader's reads of metrics.jsonl and params.safetensors: the
+    two disagree for a moment, the folder's signature changed meanwhile, and the second read agrees."""
+    import torch
+
+    from peftviz import schema
+    from peftviz.runs import read_metrics_lines
+
+    folder = shutil.copytree(template, tmp_path / "run")
+    (folder / "summary.json").unlink()  # still training
+    read_header, reads = schema.safetensors_header, []
+
+    def writer_commits_an_epoch_first(path, file):
+        reads.append(path)
+        if reads == [folder / "params.safetensors"]:
+            writer = RunWriter(folder, read_metrics_lines(folder))
+            probs, labels = load_run(template).predictions(2)
+            writer.write_epoch({"epoch": 3, "micro_f1": 0.9, "accuracy": 0.9, "ece": 0.1}, probs, labels)
+            writer.write_params({"head.weight": torch.ones(3, 4)}, 3)
+        return read_header(path, file)
+
+    monkeypatch.setattr(schema, "safetensors_header", writer_commits_an_epoch_first)
+    run = load_run(folder)
+    assert (run.status, run.epochs_done, run.params_epoch) == ("incomplete", 3, 3)
+    assert reads.count(folder / "params.safetensors") == 2  # the first read disagreed with the metrics
