@@ -89,11 +89,21 @@ def mapping(value, file: str, field: str) -> dict:
     return value
 
 
+def each_value(value, file: str, field: str, check) -> dict:
+    """An object whose every value passes `check` (`number`, `integer`), each named `<field>.<name>`."""
+    for name, item in mapping(value, file, field).items():
+        check(item, file, f"{field}.{name}")
+    return value
+
+
 def numbers(value, file: str, field: str) -> dict[str, float]:
     """An object of name -> number (metrics)."""
-    for name, item in mapping(value, file, field).items():
-        number(item, file, f"{field}.{name}")
-    return value
+    return each_value(value, file, field, number)
+
+
+def counts(value, file: str, field: str) -> dict[str, int]:
+    """An object of name -> integer >= 0 (parameter counts)."""
+    return each_value(value, file, field, integer)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,8 +149,7 @@ def check_record(record: dict) -> None:
         raise Corrupt(file, f"label_names must be a list of strings, not {_shown(names)}")
     if len(names) < 2 or len(set(names)) != len(names):
         raise Corrupt(file, f"label_names must be at least two distinct names, not {_shown(names)}")
-    for name, count in mapping(record.get("parameters", {}), file, "parameters").items():
-        integer(count, file, f"parameters.{name}")
+    counts(record.get("parameters", {}), file, "parameters")
     mapping(record.get("environment", {}), file, "environment")
 
 
@@ -178,14 +187,8 @@ def check_summary(summary) -> dict:
         if all(_is_number(item) for item in evaluation.values()):
             continue  # metrics, e.g. "test"
         for part, item in evaluation.items():  # a changed model's evaluations, e.g. "averaged"
-            (numbers if part != "parameters" else _counts)(item, file, f"{name}.{part}")
+            (numbers if part != "parameters" else counts)(item, file, f"{name}.{part}")
     return summary
-
-
-def _counts(value, file: str, field: str) -> dict:
-    for name, item in mapping(value, file, field).items():
-        integer(item, file, f"{field}.{name}")
-    return value
 
 
 def check_evaluation_name(name: str) -> str:

@@ -28,8 +28,6 @@ from peftviz.train import resume, train
 
 ROOT = Path(__file__).resolve().parent.parent
 EPOCHS = 3
-# the writes of a 3-epoch smoke run of the default method: config.json, the folder's rename, then per
-# epoch predictions, metrics line, resume state and (for a new best) parameters; test predictions, summary
 TIMING_KEYS = ("seconds",)
 
 
@@ -164,6 +162,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
+# the writes of a 3-epoch smoke run of the default method: config.json, the folder's rename, then per
+# epoch predictions, metrics line, resume state and (for a new best) parameters; test predictions, summary
 MAX_WRITES = 2 + 4 * EPOCHS + 2  # every epoch a new best
 FAST_WRITES = (1, 5)  # config.json inside the folder being built; the first epoch's resume state
 
