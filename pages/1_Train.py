@@ -5,11 +5,13 @@ import streamlit as st
 from peftviz import appkit
 from peftviz.config import PRESETS, TrainConfig, over_seeds, preset_config
 from peftviz.data import BUILTIN, HUB_DATASETS, DataError, load_data
+from peftviz.engine import check_machine
 from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.paths import store_dir
 from peftviz.uploads import store_upload
 
-SETTINGS = ("epochs", "learning_rate", "max_length", "batch_size", "limit", "seed", "schedule", "pooling")
+SETTINGS = ("epochs", "learning_rate", "max_length", "batch_size", "limit", "seed", "schedule", "pooling", "precision",
+            "gradient_checkpointing")  # fmt: skip
 
 appkit.page(
     "Train",
@@ -53,7 +55,8 @@ if st.button("Train", type="primary", disabled=appkit.training_now()):
         if not dataset:
             raise DataError("choose a dataset first")
         config = preset_config(preset, method, model=model, dataset=dataset, method_options=options, **settings)
-        load_data(config.dataset, seed=config.data_seed, limit=config.limit)  # fail here, on the page, not in the job
+        check_machine(config)  # a precision or device this machine lacks: here, on the page, not in the job
+        load_data(config.dataset, seed=config.data_seed, limit=config.limit)
         seeds = list(range(config.seed, config.seed + n_seeds))
         appkit.job_manager().start(over_seeds([config], seeds), store_dir())
     except appkit.PeftvizError as err:  # bad settings, data or model

@@ -4,6 +4,7 @@
     python -m peftviz compare --preset quick [--methods all]
     python -m peftviz alpha-grid --preset quick
     python -m peftviz runs
+    accelerate launch --num_processes 2 -m peftviz train ...   # data-parallel (engine.py)
 Every TrainConfig field has a flag (--learning-rate 1e-3, --epochs 5, ...); method options are
 given as --option name=value. Errors end in one line naming the problem.
 """
@@ -231,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             return report(args)
         if getattr(args, "resume", None):
             return resume(args)
+        from peftviz.engine import is_main_process
         from peftviz.train import compare  # torch and transformers load here
 
         overrides = _overrides(args)
@@ -245,8 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             configs = alpha_grid(args.preset, tuple(args.alphas) if args.alphas else None, **overrides)
         runs = compare(over_seeds(configs, args.seeds), args.runs_dir, TerminalProgress())
-        print(format_table([comparison_row(run) for run in runs]))
-        print(f"\n{len(runs)} run(s) in {(time.perf_counter() - started) / 60:.1f} minutes, stored in {args.runs_dir}")
+        if is_main_process():  # under `accelerate launch`, one table, not one per process
+            print(format_table([comparison_row(run) for run in runs]))
+            minutes = (time.perf_counter() - started) / 60
+            print(f"\n{len(runs)} run(s) in {minutes:.1f} minutes, stored in {args.runs_dir}")
         return 0
     except KeyboardInterrupt:
         print("\ninterrupted: the current run is kept and lists as incomplete", file=sys.stderr)

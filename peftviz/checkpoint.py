@@ -26,22 +26,22 @@ from peftviz.errors import RunError
 FILE = "resume.safetensors"
 
 
-def training_state(epoch: int, model, optimizer, scheduler, loader) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """(tensors, metadata) of the state after `epoch`: what `RunWriter.write_resume` stores."""
-    tensors = {f"model.{name}": value for name, value in model.trainable_state_dict().items()}
-    saved = optimizer.state_dict()
+def training_state(epoch: int, prepared) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """(tensors, metadata) of a run's state (`train.Prepared`) after `epoch`: what `RunWriter.write_resume` stores."""
+    tensors = {f"model.{name}": value for name, value in prepared.model.trainable_state_dict().items()}
+    saved = prepared.optimizer.state_dict()
     for index, state in saved["state"].items():
         for key, value in state.items():
             tensors[f"optimizer.{index}.{key}"] = value if torch.is_tensor(value) else torch.tensor(value)
     tensors["rng.torch"] = torch.get_rng_state()
-    tensors["rng.loader"] = loader.generator.get_state()
+    tensors["rng.loader"] = prepared.generator.get_state()
     if torch.cuda.is_available():
         for device, state in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"rng.cuda.{device}"] = state
     metadata = {
         "epoch": str(epoch),
         "param_groups": json.dumps(saved["param_groups"]),
-        "scheduler": json.dumps(scheduler.state_dict()),
+        "scheduler": json.dumps(prepared.scheduler.state_dict()),
     }
     return tensors, metadata
 
@@ -62,18 +62,18 @@ def read_state(path) -> tuple[int, dict[str, torch.Tensor], dict[str, str]]:
         raise schema.Corrupt(FILE, f"the file cannot be read ({err})") from None
 
 
-def restore(tensors: dict, metadata: dict, model, optimizer, scheduler, loader) -> None:
-    """Put a stored state back into objects built from the same config."""
+def restore(tensors: dict, metadata: dict, prepared) -> None:
+    """Put a stored state back into a run's objects (`train.Prepared`) built from the same config."""
     try:
-        model.load_state_dict(model_tensors(tensors), strict=False)
-        optimizer.load_state_dict(
+        prepared.model.load_state_dict(model_tensors(tensors), strict=False)
+        prepared.optimizer.load_state_dict(
             {"state": _optimizer_state(tensors), "param_groups": json.loads(metadata["param_groups"])}
         )
-        scheduler.load_state_dict(json.loads(metadata["scheduler"]))
+        prepared.scheduler.load_state_dict(json.loads(metadata["scheduler"]))
     except (KeyError, ValueError, RuntimeError) as err:
         raise RunError(f"{FILE} does not fit the run's model: {str(err).splitlines()[0]}") from None
     torch.set_rng_state(tensors["rng.torch"])
-    loader.generator.set_state(tensors["rng.loader"])
+    prepared.generator.set_state(tensors["rng.loader"])
     cuda = sorted(name for name in tensors if name.startswith("rng.cuda."))
     if cuda and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([tensors[name] for name in cuda])

@@ -91,6 +91,14 @@ class TrainConfig(Options):
     )
     ece_bins: int = option(10, "bins of the ECE stored per epoch", at_least=1, at_most=MAX_ECE_BINS)
     device: str = option("auto", "auto (CUDA when present), cpu, cuda or cuda:N")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = option(
+        "auto",
+        "auto (bf16 on a GPU that supports it, else fp32), fp32, bf16 (autocast), or fp16 (autocast with loss "
+        "scaling; CUDA only); parameters and optimizer state stay float32, probabilities are float32",
+    )
+    gradient_checkpointing: bool = option(
+        False, "recompute each encoder layer's activations in the backward pass instead of keeping them: less memory"
+    )
 
     @property
     def name(self) -> str:
@@ -116,14 +124,15 @@ class TrainConfig(Options):
 
     @classmethod
     def from_stored(cls, record: dict) -> TrainConfig:
-        """config.json -> TrainConfig. Runs from earlier versions: `data_seed` was the training seed, and
-        `average_heads` was a run setting before it became the method's option."""
+        """config.json -> TrainConfig. Runs from earlier versions: `data_seed` was the training seed,
+        `average_heads` was a run setting before it became the method's option, and runs trained in fp32."""
         if not isinstance(record, dict):
             raise ConfigError(f"config.json holds a {type(record).__name__}, not an object")
         if "method" not in record:  # a run's settings are what it stored: no default stands in for its method
             raise ConfigError("the run names no method")
         values = {key: value for key, value in record.items() if key not in RECORD_ONLY}
         values.setdefault("data_seed", values.get("seed", 0))
+        values.setdefault("precision", "fp32")  # before precisions were a setting, every run trained in float32
         average_heads = values.pop("average_heads", False)
         if not isinstance(average_heads, bool):
             raise ConfigError(f"average_heads must be true or false, not {shown(average_heads)}")

@@ -53,14 +53,20 @@ def make_loader(examples: list[dict], batch_size: int, pad_id: int, shuffle: boo
 
 
 @torch.no_grad()
-def predict(model: PeftClassifier, loader, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
-    """Class probabilities (N, C) float32 and labels (N,) int64 over a loader, in order."""
+def predict(model: PeftClassifier, loader, device: torch.device, gather=None) -> tuple[np.ndarray, np.ndarray]:
+    """Class probabilities (N, C) float32 and labels (N,) int64 over a loader, in order.
+
+    gather: each batch's (probs, labels) -> those of every process, in data-parallel training
+    (`Engine.predict`); probabilities are float32 whatever precision the forward ran in."""
     model.eval()
     probs, labels = [], []
     for batch in loader:
         logits = model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).logits
-        probs.append(logits.float().softmax(-1).cpu().numpy())
-        labels.append(batch["labels"].numpy())
+        batch_probs, batch_labels = logits.float().softmax(-1), batch["labels"].to(device)  # (b, C), (b,)
+        if gather is not None:
+            batch_probs, batch_labels = gather((batch_probs, batch_labels))
+        probs.append(batch_probs.cpu().numpy())
+        labels.append(batch_labels.cpu().numpy())
     return np.concatenate(probs).astype(np.float32), np.concatenate(labels).astype(np.int64)
 
 

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import LongformerConfig
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.models.longformer.modeling_longformer import (
     LongformerEmbeddings,
@@ -306,8 +307,10 @@ class LongAttention(nn.Module):
         return self.output(self.self(hidden_states, layout, peftviz), hidden_states), None
 
 
-class LongLayer(nn.Module):
-    """One Longformer layer: attention, then the feed-forward block. (B, L, D) -> (B, L, D)."""
+class LongLayer(GradientCheckpointingLayer):
+    """One Longformer layer: attention, then the feed-forward block. (B, L, D) -> (B, L, D).
+
+    A GradientCheckpointingLayer: with checkpointing enabled its forward is recomputed in the backward."""
 
     def __init__(self, config: LongformerConfig, layer_id: int):
         super().__init__()
@@ -346,6 +349,9 @@ class LongEncoder(LongformerPreTrainedModel):
         self.embeddings = LongformerEmbeddings(config)
         self.encoder = LongLayers(config)
         self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
 
     def forward(
         self,

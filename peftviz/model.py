@@ -95,6 +95,15 @@ class PeftClassifier(nn.Module):
         attentions = [ctx.attentions[i] for i in sorted(ctx.attentions)] if output_attentions else None
         return ClassifierOutput(self.head(pooled), attentions, n_prefix)
 
+    def enable_gradient_checkpointing(self) -> None:
+        """Recompute each encoder layer's activations in the backward pass instead of keeping them.
+
+        Non-reentrant checkpointing (torch's recommended form): gradients reach the method's
+        parameters even where no input of a layer requires grad (a frozen backbone), and dropout is
+        replayed from the same random state, so loss and gradients are those without it. The
+        methods' hooks on a layer run outside its checkpoint, those on its parts inside (replayed)."""
+        self.encoder.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+
     def parameter_counts(self) -> dict[str, int]:
         """Parameter counts: backbone (the pretrained encoder), method (its own modules plus what it
         injected into the encoder, e.g. peft's LoRA matrices), head, total, and trainable."""

@@ -136,6 +136,29 @@ class RunWriter:
         _write_json(self.path / "summary.json", {"status": "failed", "error": error, **(summary or {})})
 
 
+class FollowerWriter(RunWriter):
+    """The run as a process other than the main one of a data-parallel launch keeps it: the metrics
+    in memory (every process computes the same, from predictions gathered from all), no files."""
+
+    def _write_metrics(self) -> None:
+        pass
+
+    def write_predictions(self, name: str, probs: np.ndarray, labels: np.ndarray) -> None:
+        pass
+
+    def write_params(self, state: dict[str, Tensor], epoch: int) -> None:
+        pass
+
+    def write_resume(self, tensors: dict[str, Tensor], metadata: dict[str, str]) -> None:
+        pass
+
+    def finish(self, summary: dict) -> None:
+        pass
+
+    def fail(self, error: str, summary: dict | None = None) -> None:
+        pass
+
+
 @dataclass
 class Run:
     """A run folder as read back. `status` is one of STATUSES; `error` says why for failed/corrupt.

@@ -1,9 +1,11 @@
 """Training with a validation evaluation after every epoch, written to the run store as it goes.
 
 AdamW, linear warmup then linear (or cosine) decay, gradient accumulation to an effective batch
-size, gradient clipping, and the best epoch chosen by validation micro-F1. The device is CUDA
-when present (config.device="auto"). Progress goes to a callback as `Progress` events; the CLI
-draws a terminal bar from them and the app a progress bar.
+size, gradient clipping, and the best epoch chosen by validation micro-F1. How the steps run
+(device, precision, processes) is the `Engine`'s (engine.py, Hugging Face Accelerate): CUDA when
+present, bf16 there by default, and data-parallel under `accelerate launch`, where only the main
+process writes and the others keep the metrics in memory (`FollowerWriter`). Progress goes to a
+callback as `Progress` events; the CLI draws a terminal bar from them and the app a progress bar.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import platform
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
 
@@ -27,11 +29,12 @@ from peftviz import checkpoint
 from peftviz.backbones import load_encoder
 from peftviz.config import TrainConfig
 from peftviz.data import TextData, load_data
+from peftviz.engine import Engine
 from peftviz.errors import RunError, TrainingError
-from peftviz.inference import evaluation_metrics, make_loader, pick_device, predict, tokenize
+from peftviz.inference import evaluation_metrics, make_loader, tokenize
 from peftviz.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
-from peftviz.runs import Run, RunWriter, best_epoch_of, load_run, read_metrics_lines
+from peftviz.runs import FollowerWriter, Run, RunWriter, best_epoch_of, load_run, read_metrics_lines
 
 __all__ = ["Progress", "Trainer", "TrainingError", "compare", "train"]
 
@@ -56,8 +59,9 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def environment(device: torch.device) -> dict:
-    packages = ("torch", "transformers", "datasets", "numpy", "scikit-learn", "netcal")
+def environment(engine: Engine) -> dict:
+    packages = ("torch", "transformers", "accelerate", "datasets", "numpy", "scikit-learn", "netcal")
+    device = engine.device
     return {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "python": platform.python_version(),
@@ -65,6 +69,8 @@ def environment(device: torch.device) -> dict:
         "packages": {name: version(name) for name in packages},
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "processes": engine.processes,
+        "distributed_backend": engine.backend,
         "torch_threads": torch.get_num_threads(),
     }
 
@@ -87,35 +93,43 @@ def make_optimizer(model: PeftClassifier, config: TrainConfig, total_steps: int)
 
 @dataclass
 class Prepared:
-    """What training needs before it writes anything: the model and the tokenized splits."""
+    """What training needs before it writes anything: the model and the tokenized splits; once
+    `Engine.prepare`d, also the runner (the model as the engine runs it), optimizer and scheduler."""
 
-    model: PeftClassifier
+    model: PeftClassifier  # its state dicts and its method; shares its parameters with the runner
     train_loader: DataLoader
     eval_loaders: dict[str, DataLoader]  # "validation", "test"
     recorded: dict  # what config.json records besides the settings
+    generator: torch.Generator  # the training loader's: the batch order the resume state keeps
+    runner: torch.nn.Module | None = None  # the model wrapped for data parallelism (itself in one process)
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: object = None
 
 
 class Trainer:
     """Trains one config and writes its run folder; or continues a killed run (`resume`)."""
 
     def __init__(self, config: TrainConfig, runs_dir: Path | None = None, progress: ProgressCallback | None = None):
-        self.config = config
+        self.engine = Engine(config)  # refuses a device or precision this machine lacks, before anything loads
+        self.config = replace(config, precision=self.engine.precision)  # the run records what it trained in
         self.runs_dir = Path(runs_dir or store_dir())
-        self.progress = progress or (lambda event: None)
-        self.device = pick_device(config.device)
+        self.progress = progress if progress and self.engine.is_main else (lambda event: None)
 
     def run(self, data: TextData | None = None) -> Run:
         prepared = self._prepare(data)  # a refused setting or model raises here, before any folder exists
-        writer = RunWriter.create(self.runs_dir, self.config, prepared.recorded)
-        return self._train(prepared, writer, *self._optimizer(prepared), start=0)
+        writer = None
+        if self.engine.is_main:
+            writer = RunWriter.create(self.runs_dir, self.config, prepared.recorded)
+        path = self.engine.share(writer.path if writer else None)
+        return self._train(prepared, writer or FollowerWriter(path), start=0)
 
     def resume(self, run: Run) -> Run:
         """Continue `run` from its last finished epoch, as if it had never stopped."""
         prepared = self._prepare(None)
-        optimizer, scheduler = self._optimizer(prepared)
-        writer = RunWriter(run.path, read_metrics_lines(run.path))
-        start = self._restore(run, prepared, writer, optimizer, scheduler)
-        return self._train(prepared, writer, optimizer, scheduler, start)
+        writer_class = RunWriter if self.engine.is_main else FollowerWriter
+        writer = writer_class(run.path, read_metrics_lines(run.path))
+        start = self._restore(run, prepared, writer)
+        return self._train(prepared, writer, start)
 
     def _prepare(self, data: TextData | None) -> Prepared:
         config = self.config
@@ -130,26 +144,27 @@ class Trainer:
             config.pooling,
             config.head_dropout,
             max_length=config.max_length,  # checked against the encoder's positions before any folder exists
-        ).to(self.device)
+        ).to(self.engine.device)
+        if config.gradient_checkpointing:
+            model.enable_gradient_checkpointing()
         pad_id = tokenizer.pad_token_id
         splits = {name: tokenize(data.splits[name], tokenizer, config.max_length) for name in data.splits}
         recorded = {
             "label_names": data.label_names,
             "parameters": model.parameter_counts(),
-            "environment": environment(self.device),
+            "environment": environment(self.engine),
         }
-        return Prepared(
-            model,
-            make_loader(splits["train"], config.batch_size, pad_id, shuffle=True, seed=config.seed),
-            {name: make_loader(splits[name], config.batch_size, pad_id) for name in ("validation", "test")},
-            recorded,
+        train_loader = make_loader(splits["train"], config.batch_size, pad_id, shuffle=True, seed=config.seed)
+        eval_loaders = {name: make_loader(splits[name], config.batch_size, pad_id) for name in ("validation", "test")}
+        generator = train_loader.generator  # the engine's loader draws its batch order from this one
+        steps_per_epoch = math.ceil(len(train_loader) / config.accumulation_steps)
+        optimizer, scheduler = make_optimizer(model, config, steps_per_epoch * config.epochs)
+        runner, optimizer, scheduler, train_loader, eval_loaders = self.engine.prepare(
+            model, optimizer, scheduler, train_loader, eval_loaders
         )
+        return Prepared(model, train_loader, eval_loaders, recorded, generator, runner, optimizer, scheduler)
 
-    def _optimizer(self, prepared: Prepared):
-        steps_per_epoch = math.ceil(len(prepared.train_loader) / self.config.accumulation_steps)
-        return make_optimizer(prepared.model, self.config, steps_per_epoch * self.config.epochs)
-
-    def _restore(self, run: Run, prepared: Prepared, writer: RunWriter, optimizer, scheduler) -> int:
+    def _restore(self, run: Run, prepared: Prepared, writer: RunWriter) -> int:
         """Load the resume state; drop the metrics lines after it; returns the epoch to continue from.
 
         The state is written after an epoch's metrics line and before its parameters, so it holds the
@@ -164,68 +179,71 @@ class Trainer:
             raise RunError(
                 f"run {run.name}: {checkpoint.FILE} holds epoch {epoch}, metrics.jsonl {len(writer.metrics)}"
             )
-        checkpoint.restore(tensors, metadata, prepared.model, optimizer, scheduler, prepared.train_loader)
+        checkpoint.restore(tensors, metadata, prepared)
         writer.keep_epochs(epoch)
         if best_epoch_of(writer.metrics) == epoch and run.params_epoch != epoch:
             writer.write_params(checkpoint.model_tensors(tensors), epoch)
         return epoch
 
-    def _train(self, prepared: Prepared, writer: RunWriter, optimizer, scheduler, start: int) -> Run:
+    def _train(self, prepared: Prepared, writer: RunWriter, start: int) -> Run:
         try:
-            self._train_epochs(prepared, writer, optimizer, scheduler, start)
+            self._train_epochs(prepared, writer, start)
             self._finish(prepared, writer)
         except TrainingError as err:
             writer.fail(str(err))
             raise
+        self.engine.wait()  # the main process has written the summary
         return load_run(writer.path)
 
-    def _train_epochs(self, prepared: Prepared, writer: RunWriter, optimizer, scheduler, start: int) -> None:
+    def _train_epochs(self, prepared: Prepared, writer: RunWriter, start: int) -> None:
         """Epochs start+1 .. epochs. Each is written as RunWriter documents: predictions, metrics line,
         resume state, then the parameters if it is the new best."""
         config, model = self.config, prepared.model
         best_f1 = max((m["micro_f1"] for m in writer.metrics), default=-1.0)
         for epoch in range(start + 1, config.epochs + 1):
             started = time.perf_counter()
-            train_loss = self._train_one_epoch(model, prepared.train_loader, optimizer, scheduler, epoch)
+            train_loss = self._train_one_epoch(prepared, epoch)
             self.progress(Progress(config.run_title, "evaluate", epoch, config.epochs))
-            probs, labels = predict(model, prepared.eval_loaders["validation"], self.device)
+            probs, labels = self.engine.predict(model, prepared.eval_loaders["validation"])
             metrics = evaluation_metrics(probs, labels, config.ece_bins)
             seconds = time.perf_counter() - started
             writer.write_epoch({"epoch": epoch, "train_loss": train_loss, **metrics, "seconds": seconds}, probs, labels)
-            writer.write_resume(*checkpoint.training_state(epoch, model, optimizer, scheduler, prepared.train_loader))
+            writer.write_resume(*checkpoint.training_state(epoch, prepared))
             if metrics["micro_f1"] > best_f1:
                 best_f1 = metrics["micro_f1"]
                 writer.write_params(model.trainable_state_dict(), epoch)
 
-    def _train_one_epoch(self, model, loader, optimizer, scheduler, epoch: int) -> float:
-        config = self.config
-        model.train()
+    def _train_one_epoch(self, prepared: Prepared, epoch: int) -> float:
+        """One pass over the training split; returns its mean loss (over every process's examples)."""
+        config, engine, runner, optimizer = self.config, self.engine, prepared.runner, prepared.optimizer
+        loader = prepared.train_loader
+        runner.train()
         total, seen = 0.0, 0
         optimizer.zero_grad(set_to_none=True)
-        for index, batch in enumerate(loader, start=1):
-            batch = {k: v.to(self.device) for k, v in batch.items()}
-            logits = model(batch["input_ids"], batch["attention_mask"]).logits
-            loss = F.cross_entropy(logits.float(), batch["labels"])
-            if not torch.isfinite(loss):
-                raise TrainingError(
-                    f"loss became {loss.item()} in epoch {epoch}, batch {index}; stopped, keeping the "
-                    f"{epoch - 1} finished epoch(s). A lower learning rate usually helps."
-                )
-            (loss / config.accumulation_steps).backward()
-            if index % config.accumulation_steps == 0 or index == len(loader):
-                if config.max_grad_norm > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
+        for index, batch in enumerate(loader, start=1):  # batches arrive on the engine's device
+            with engine.accumulate(runner):
+                logits = runner(batch["input_ids"], batch["attention_mask"]).logits
+                loss = F.cross_entropy(logits.float(), batch["labels"])
+                if not engine.all_finite(loss):
+                    raise TrainingError(
+                        f"loss became {loss.item()} in epoch {epoch}, batch {index}; stopped, keeping the "
+                        f"{epoch - 1} finished epoch(s). A lower learning rate usually helps."
+                    )
+                engine.backward(loss)  # divided by the accumulation steps
+                if engine.sync_gradients and config.max_grad_norm > 0:
+                    engine.clip_grad_norm_(runner.parameters(), config.max_grad_norm)
+                optimizer.step()  # the engine's optimizer and scheduler step only where gradients synced
+                prepared.scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
             total, seen = total + loss.item() * len(batch["labels"]), seen + len(batch["labels"])
             self.progress(Progress(config.run_title, "train", epoch, config.epochs, index, len(loader), total / seen))
-        return total / seen
+        return engine.mean_over_processes(total, seen)
 
     def _finish(self, prepared: Prepared, writer: RunWriter) -> None:
         """Test metrics of the best epoch; if the method changes the model after training (averaging
         tiny-attention's heads), validation and test metrics of the changed model too."""
         config, model, loaders = self.config, prepared.model, prepared.eval_loaders
+        self.engine.wait()  # the main process has written the last epoch's files
         best = load_run(writer.path)
         model.load_state_dict(best.params(), strict=False)
         summary = {
@@ -243,7 +261,7 @@ class Trainer:
         self.progress(Progress(config.run_title, "done", config.epochs, config.epochs))
 
     def _evaluate_named(self, model, loader, name: str, writer: RunWriter) -> dict:
-        probs, labels = predict(model, loader, self.device)
+        probs, labels = self.engine.predict(model, loader)
         writer.write_predictions(name, probs, labels)
         return evaluation_metrics(probs, labels, self.config.ece_bins)
 

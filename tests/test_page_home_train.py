@@ -3,6 +3,8 @@
 import time
 from pathlib import Path
 
+import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 from peftviz import METHODS, appkit
@@ -148,3 +150,14 @@ def test_train_page_trains_one_run_per_seed(empty_store, monkeypatch):
     assert not at.exception and not at.error
     (configs,) = started
     assert [c.seed for c in configs] == [4, 5] and {c.data_seed for c in configs} == {0}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 trains where CUDA is")
+def test_train_page_refuses_fp16_on_a_cpu_in_one_sentence(empty_store):
+    at = open_page("pages/1_Train.py")
+    at.selectbox[0].set_value("smoke").run()
+    next(box for box in at.selectbox if box.label == "precision").set_value("fp16").run()
+    at.button[0].click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and "fp16 needs a CUDA GPU" in at.error[0].value and "\n" not in at.error[0].value
+    assert appkit.job_manager().current is None or appkit.job_manager().current.configs[0].precision != "fp16"
