@@ -107,10 +107,10 @@ def test_two_processes_train_the_run_one_process_trains(tmp_path, dropout, reque
 
 
 def test_bf16_trains_the_smoke_preset_on_cpu_with_float32_probabilities(tmp_path):
-    config = preset_config("smoke", "prefix-propagation", precision="bf16", epochs=1)
+    config = preset_config("smoke", "prefix-propagation", precision="bf16", epochs=1, device="cpu")
     run = train(config, tmp_path)
     assert run.status == "complete" and run.config.precision == "bf16"
-    fp32 = train(preset_config("smoke", "prefix-propagation", epochs=1), tmp_path)
+    fp32 = train(preset_config("smoke", "prefix-propagation", epochs=1, device="cpu"), tmp_path)
     assert fp32.config.precision == "fp32"  # "auto" on the CPU
     for name in ("epoch_1", "test"):
         probs, _ = run.predictions(1 if name == "epoch_1" else name)
