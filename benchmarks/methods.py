@@ -1,46 +1,80 @@
-"""What each method costs, against the plain backbone on the same inputs.
+"""What each method costs, against the plain backbone on the same inputs, and against its peers in peft.
 
-    .venv/bin/python benchmarks/methods.py          # MiniLM at 128 and 512 tokens, long MiniLM at 2048
-    .venv/bin/python benchmarks/methods.py --cases minilm:128 long-minilm:2048:2 --repeats 3
+    .venv/bin/python benchmarks/methods.py          # MiniLM at 32, 128 and 512 tokens, batch 2 and 8
+    .venv/bin/python benchmarks/methods.py --cases minilm:32:2 long-minilm:2048:2 --repeats 30 --out table.md
 
-For every method and sequence length T, one run measures:
+For every method and case (sequence length T, batch B), one run measures:
 - inference ratio: the classifier's forward / the plain encoder's forward (eval, no grad);
 - training step ratio: forward + backward + AdamW step / full fine-tuning's step;
 - training memory ratio / fine-tuning's. On CUDA: peak allocated memory of a step. On CPU, where
   freed memory stays in the allocator and peak RSS says little, the memory a step holds by
   construction: activations saved for backward (parameters excluded), gradients, AdamW state;
 - trainable parameters;
-- the share of extra work the method's design implies: j extra positions for prefix-propagation
-  (j / T more tokens everywhere), j extra keys for prefix-tuning (j more keys for every query:
-  j / T more attention scores on BERT, j / (window + 2) on a Longformer, whose queries read
-  window + 1 neighbours and <s>);
+- the share of extra work the method's design implies, as the method class says it (base.py):
+  the `n_prefix_queries` positions it prepends run through every layer (positions / T more
+  tokens: prefix-propagation's j, prompt tuning's n), and the prefix keys of its AttentionContext
+  beyond those positions are keys without queries (prefix-tuning's j: j more keys for every
+  query, j / T more attention scores on BERT, j / (window + 2) on a Longformer, whose queries read
+  window + 1 neighbours and <s>). Methods that add neither (LoRA, (IA)³, BitFit, adapters,
+  tiny-attention) add a few small matrix products the registry does not size: "–", share 0;
+- whether the inference ratio is within 1.2 × (1 + share);
 - a control row: the plain encoder on T + j tokens against itself on T (T − j against T where
   the encoder has no position T + j), i.e. what j more positions cost the backbone's own
-  kernels with no method involved.
-Each ratio's two sides run interleaved (A, B, A, B, ...) on separate copies of the encoder, so
-drift of the machine cancels; times are medians after a warm-up. Uses the GPU when present.
-Prints markdown.
+  kernels with no method involved. It is "clean" when 1 + share / 2 ≤ ratio ≤ 1.2 × (1 + share):
+  time follows work. Above, the machine's noise is larger than the effects the other rows measure;
+  below, time does not follow work here (a GPU on small inputs is bound by launching kernels, and
+  a method's cost there is the operations it adds, not their arithmetic), and the bound says little.
+
+Peer rows (BERT-style pretrained encoders), built as a user of Hugging Face peft would build them:
+`AutoModelForSequenceClassification.from_pretrained(folder, num_labels=5)`, then `get_peft_model`
+with peft's defaults for SEQ_CLS:
+- peft prefix-tuning, `PrefixTuningConfig(num_virtual_tokens=j)`: no reparameterisation MLP
+  (`prefix_projection=False`, peft's default; peftviz's prefix-tuning has none either unless
+  `reparameterize` is set), no dropout on the prefixes (peftviz's has 0.1 in training);
+- peft LoRA, `LoraConfig()`: r = 8, α = 8, query and value, as peftviz's lora;
+- both timed against the plain sequence classifier they were built from (transformers' own
+  attention, "sdpa"), and fine-tuning's step and memory as every row;
+- "peftviz prefix-tuning ÷ peft prefix-tuning": the two timed against each other, like for like.
+peft's prefix-tuning numbers the text's positions from j (the prefix is a KV cache of j
+tokens), so it fails where T + j exceeds the encoder's positions (MiniLM at 512): the row says so.
+
+Every ratio's two sides run interleaved (A, B, A, B, ...) on separate copies of the encoder, so
+drift of the machine cancels; times are medians after a warm-up, of at least --repeats pairs and
+as many more as fit in --seconds (short forwards get many). Each cell shows the ratio and both
+sides (method / baseline). Uses the GPU when present. Prints markdown (and writes it to --out).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import datetime
 import gc
+import os
+import platform
 import statistics
 import sys
 import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import peft
 import torch
+import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from peftviz import METHODS, build_classifier, load_encoder
-from peftviz.inference import pick_device
+from peftviz import METHODS, build_classifier, load_encoder, make_method
 from peftviz.longformer import LongEncoder
 
 PREFIX_LENGTH = 8  # the paper's j
+NUM_LABELS = 5
+BOUND = 1.2  # a method's inference should stay within BOUND × (1 + its share of extra work)
+# the peftviz method that does what peft's prefix-tuning does (the like-for-like row)
+PEFT_PREFIX_TUNING_PEER = "prefix-tuning"
+DEFAULT_CASES = ["minilm:32:2", "minilm:32:8", "minilm:128:2", "minilm:128:8", "minilm:512:2", "minilm:512:8"]
 
 
 def synchronize(device: torch.device) -> None:
@@ -48,17 +82,19 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def paired_medians(first, second, repeats: int, device: torch.device) -> tuple[float, float]:
-    """Median seconds of two steps timed alternately, after one warm-up of each."""
+def paired_medians(first, second, repeats: int, seconds: float, device: torch.device) -> tuple[float, float]:
+    """Median seconds of two steps timed alternately, after one warm-up of each: at least
+    `repeats` pairs, and more until `seconds` have passed."""
     first(), second()
     times = ([], [])
-    for _ in range(repeats):
+    started = time.perf_counter()
+    while len(times[0]) < repeats or time.perf_counter() - started < seconds:
         for step, bucket in ((first, times[0]), (second, times[1])):
             synchronize(device)
-            started = time.perf_counter()
+            begun = time.perf_counter()
             step()
             synchronize(device)
-            bucket.append(time.perf_counter() - started)
+            bucket.append(time.perf_counter() - begun)
     return statistics.median(times[0]), statistics.median(times[1])
 
 
@@ -91,8 +127,15 @@ def training_memory(model, forward, step, device: torch.device) -> int:
     return saved_activation_bytes(model, forward) + trainable * 3  # gradient + two AdamW moments
 
 
+def fine_tuning_method() -> str:
+    """The baseline of the training columns: the method that trains the whole backbone."""
+    return next(name for name in METHODS if METHODS[name].trains_backbone)
+
+
 def options_for(method: str) -> dict:
-    return {"prefix_length": PREFIX_LENGTH} if "prefix" in method else {}
+    """j for every method whose config has a prefix length; the method's defaults otherwise."""
+    fields = METHODS[method].config_class().to_dict()
+    return {"prefix_length": PREFIX_LENGTH} if "prefix_length" in fields else {}
 
 
 def max_text_positions(encoder) -> int:
@@ -108,44 +151,117 @@ def keys_per_query(encoder, T: int) -> int:
     return T
 
 
-def extra_share(method: str, encoder, T: int) -> tuple[float, str]:
-    """(share, description) of the extra work the method's design implies."""
-    j = PREFIX_LENGTH
-    if method in ("prefix-propagation", "kernel-prefix-propagation"):
-        positions = f"{j}/{T} positions = {100 * j / T:.1f}%"
-        if isinstance(encoder, LongEncoder):  # global positions: also j more keys for every query
-            keys = keys_per_query(encoder, T)
-            positions += f"; as global keys, {j}/{keys} = {100 * j / keys:.1f}% of attention scores"
-        return j / T, positions
-    if method == "prefix-tuning":
-        keys = keys_per_query(encoder, T)
-        return j / keys, f"{j}/{keys} keys = {100 * j / keys:.1f}% of attention scores"
+def extra_work(method: str, encoder, T: int) -> tuple[float, str]:
+    """(share, description) of the extra work the method's design implies, as its class says it:
+    positions it prepends (`n_prefix_queries`) and prefix keys without queries (its context's
+    `n_prefix_keys` beyond those positions)."""
+    tuning = make_method(method, encoder.config, **options_for(method))
+    positions = tuning.n_prefix_queries
+    keys_only = tuning.new_context(1).n_prefix_keys - positions
+    keys = keys_per_query(encoder, T)
+    if positions:
+        text = f"{positions}/{T} positions = {100 * positions / T:.1f}%"
+        if isinstance(encoder, LongEncoder):  # global positions: also more keys for every query
+            text += f"; as global keys, {positions}/{keys} = {100 * positions / keys:.1f}% of attention scores"
+        return positions / T, text
+    if keys_only:
+        return keys_only / keys, f"{keys_only}/{keys} keys = {100 * keys_only / keys:.1f}% of attention scores"
     return 0.0, "–"
 
 
-def classifier_steps(model, ids, mask, labels):
-    """(loss forward, training step, inference) closures for one classifier on one batch."""
+def within_bound(ratio: float, share: float) -> str:
+    bound = BOUND * (1 + share)
+    return f"yes (≤ {bound:.2f})" if ratio <= bound else f"**no** (> {bound:.2f})"
+
+
+def model_steps(model, logits, labels):
+    """(loss forward, training step, inference) closures; `logits()` runs `model` on the batch -> (B, C)."""
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    model.eval()  # every submodule in one mode (a loaded encoder comes in eval): model.training then says which
 
     def loss():
-        return torch.nn.functional.cross_entropy(model(ids, mask).logits, labels)
+        return torch.nn.functional.cross_entropy(logits(), labels)
 
     def train_step():
-        model.train()
+        if not model.training:
+            model.train()
         optimizer.zero_grad(set_to_none=True)
         loss().backward()
         optimizer.step()
 
     @torch.no_grad()
     def infer():
-        model.eval()
-        model(ids, mask)
+        if model.training:
+            model.eval()
+        logits()
 
     return loss, train_step, infer
 
 
-def measure(encoder, T: int, batch: int, repeats: int, device: torch.device) -> list[dict]:
-    """One row per method at sequence length T (batch random token ids, no padding)."""
+def classifier_steps(model, ids, mask, labels):
+    """model_steps of a peftviz classifier on the batch (B, T)."""
+    return model_steps(model, lambda: model(ids, mask).logits, labels)
+
+
+def hf_steps(model, ids, mask, labels, **inputs):
+    """model_steps of a transformers / peft sequence classifier on the batch (B, T)."""
+    return model_steps(model, lambda: model(input_ids=ids, attention_mask=mask, **inputs).logits, labels)
+
+
+@dataclass
+class Baseline:
+    """The sides every row of a case is timed against: the plain encoder's forward and
+    fine-tuning's training step (with its memory)."""
+
+    plain_forward: Callable[[], None]
+    ft_step: Callable[[], None]
+    ft_memory: int
+
+
+def timed_row(label, model, steps, forward_baseline, baseline: Baseline, timing) -> dict:
+    """One row: `steps` (loss, step, infer) against `forward_baseline` and fine-tuning's step."""
+    loss, step, infer = steps
+    base_seconds, inference = timing(forward_baseline, infer)
+    ft_seconds, step_seconds = timing(baseline.ft_step, step)
+    return {
+        "method": label,
+        "inference": (inference, base_seconds),
+        "step": (step_seconds, ft_seconds),
+        "memory": (training_memory(model, loss, step, timing.device), baseline.ft_memory),
+        "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
+    }
+
+
+class Timing:
+    """paired_medians with the run's repeats, seconds and device."""
+
+    def __init__(self, repeats: int, seconds: float, device: torch.device):
+        self.repeats, self.seconds, self.device = repeats, seconds, device
+
+    def __call__(self, first, second) -> tuple[float, float]:
+        return paired_medians(first, second, self.repeats, self.seconds, self.device)
+
+
+def control_row(short: int, long_: int, short_seconds: float, long_seconds: float) -> dict:
+    """The plain encoder on `long_` tokens against itself on `short`, and whether time followed the work."""
+    share, ratio = (long_ - short) / short, long_seconds / short_seconds
+    if ratio > BOUND * (1 + share):
+        check = "**noisy**"
+    elif ratio < 1 + share / 2:
+        check = "**time does not follow work**"
+    else:
+        check = "clean"
+    return {
+        "method": f"(control: plain encoder, {short} -> {long_} tokens)",
+        "inference": (long_seconds, short_seconds),
+        "extra work": f"{long_ - short}/{short} positions = {100 * share:.1f}%",
+        "check": check,
+    }
+
+
+def measure(encoder, T: int, batch: int, timing: Timing) -> list[dict]:
+    """One row per method at sequence length T (batch random token ids, no padding), then the peers."""
+    device = timing.device
     torch.manual_seed(0)
     # the control: what j more text tokens cost the plain encoder itself, no method involved.
     # Prefix-propagation's layers run on T + j positions; where the encoder has no position
@@ -161,74 +277,171 @@ def measure(encoder, T: int, batch: int, repeats: int, device: torch.device) -> 
     def plain_forward(n_tokens: int = T):
         plain(input_ids=ids[:, :n_tokens], attention_mask=mask[:, :n_tokens])
 
-    short_seconds, long_seconds = paired_medians(
-        lambda: plain_forward(short), lambda: plain_forward(long_), repeats, device
-    )
-    rows = [{"method": f"(plain encoder, {short} -> {long_} tokens)", "inference": long_seconds,
-             "inference ratio": long_seconds / short_seconds, "share": j / short,
-             "extra work": f"{j}/{short} positions = {100 * j / short:.1f}%"}]  # fmt: skip
+    short_seconds, long_seconds = timing(lambda: plain_forward(short), lambda: plain_forward(long_))
+    rows = [control_row(short, long_, short_seconds, long_seconds)]
     ids, mask = ids[:, :T], mask[:, :T]
 
-    fine_tuning = build_classifier(copy.deepcopy(encoder), "fine-tuning", 5).to(device)
+    fine_tuning = build_classifier(copy.deepcopy(encoder), fine_tuning_method(), NUM_LABELS).to(device)
     ft_loss, ft_step, _ = classifier_steps(fine_tuning, ids, mask, labels)
     ft_step()  # measured after a step, as every row is
-    ft_memory = training_memory(fine_tuning, ft_loss, ft_step, device)
+    baseline = Baseline(plain_forward, ft_step, training_memory(fine_tuning, ft_loss, ft_step, device))
     for method in METHODS:
-        model = build_classifier(copy.deepcopy(encoder), method, 5, options_for(method)).to(device)
-        loss, step, infer = classifier_steps(model, ids, mask, labels)
-        plain_seconds, inference = paired_medians(plain_forward, infer, repeats, device)
-        ft_seconds, step_seconds = paired_medians(ft_step, step, repeats, device)
-        memory = training_memory(model, loss, step, device)
-        rows.append(
-            {
-                "method": method,
-                "inference": inference,
-                "inference ratio": inference / plain_seconds,
-                "step": step_seconds,
-                "step ratio": step_seconds / ft_seconds,
-                "memory": memory,
-                "memory ratio": memory / ft_memory,
-                "trainable": model.parameter_counts()["trainable"],
-                "share": extra_share(method, encoder, T)[0],
-                "extra work": extra_share(method, encoder, T)[1],
-            }
-        )
+        model = build_classifier(copy.deepcopy(encoder), method, NUM_LABELS, options_for(method)).to(device)
+        row = timed_row(method, model, classifier_steps(model, ids, mask, labels), plain_forward, baseline, timing)
+        row["share"], row["extra work"] = extra_work(method, encoder, T)
+        row["check"] = within_bound(row["inference"][0] / row["inference"][1], row["share"])
+        rows.append(row)
         del model
+    if peers_apply(encoder):
+        rows += peer_rows(encoder, T, ids, mask, labels, baseline, timing)
     return rows
+
+
+def peers_apply(encoder) -> bool:
+    """peft's peers need the pretrained BERT-style checkpoint the encoder was loaded from."""
+    return not isinstance(encoder, LongEncoder) and Path(encoder.config.name_or_path or "/nonexistent").is_dir()
+
+
+def peft_models(folder: str, device: torch.device) -> dict:
+    """The plain sequence classifier and peft's prefix-tuning and LoRA on copies of it, as a user builds them."""
+    torch.manual_seed(0)
+    plain = transformers.AutoModelForSequenceClassification.from_pretrained(folder, num_labels=NUM_LABELS)
+    prefix_config = peft.PrefixTuningConfig(task_type="SEQ_CLS", num_virtual_tokens=PREFIX_LENGTH)
+    with warnings.catch_warnings():  # a deprecation notice transformers gives peft, not the user
+        warnings.simplefilter("ignore", FutureWarning)
+        return {
+            "plain": plain.to(device).eval(),
+            "prefix-tuning": peft.get_peft_model(copy.deepcopy(plain), prefix_config).to(device),
+            "lora": peft.get_peft_model(copy.deepcopy(plain), peft.LoraConfig(task_type="SEQ_CLS")).to(device),
+        }
+
+
+def peer_rows(encoder, T: int, ids, mask, labels, baseline: Baseline, timing: Timing) -> list[dict]:
+    """peft LoRA and prefix-tuning against their own plain classifier, then peftviz's prefix-tuning against peft's."""
+    j, positions = PREFIX_LENGTH, max_text_positions(encoder)
+    models = peft_models(encoder.config.name_or_path, timing.device)
+
+    @torch.no_grad()
+    def plain_forward():
+        models["plain"](input_ids=ids, attention_mask=mask)
+
+    def peer_row(label: str, model, share: float, work: str) -> dict:
+        row = timed_row(label, model, hf_steps(model, ids, mask, labels), plain_forward, baseline, timing)
+        check = within_bound(row["inference"][0] / row["inference"][1], share)
+        return {**row, "share": share, "extra work": work, "check": check}
+
+    rows = [peer_row("peft LoRA (r = 8, query, value) vs its plain classifier", models["lora"], 0.0, "–")]
+    label = f"peft prefix-tuning (no MLP, j = {j}) vs its plain classifier"
+    share, work = j / T, f"{j}/{T} keys = {100 * j / T:.1f}% of attention scores"
+    if T + j > positions:  # peft numbers the text from j: there is no position T + j
+        reason = f"fails: peft numbers the text's positions from {j}, and {T} + {j} > {positions} positions"
+        return [*rows, {"method": label, "failed": reason, "extra work": work}]
+    rows.append(peer_row(label, models["prefix-tuning"], share, work))
+    rows.append(like_for_like_row(encoder, models["prefix-tuning"], rows[-1], ids, mask, labels, timing))
+    return rows
+
+
+def like_for_like_row(encoder, peft_prefix, peft_row: dict, ids, mask, labels, timing: Timing) -> dict:
+    """peftviz's prefix-tuning timed against peft's (inference, training step), both at j, no MLP."""
+    options = options_for(PEFT_PREFIX_TUNING_PEER)
+    ours = build_classifier(copy.deepcopy(encoder), PEFT_PREFIX_TUNING_PEER, NUM_LABELS, options).to(timing.device)
+    ours_loss, ours_step, ours_infer = classifier_steps(ours, ids, mask, labels)
+    _, peft_step, peft_infer = hf_steps(peft_prefix, ids, mask, labels)
+    peft_seconds, ours_seconds = timing(peft_infer, ours_infer)
+    peft_step_seconds, ours_step_seconds = timing(peft_step, ours_step)
+    trainable = sum(p.numel() for p in ours.parameters() if p.requires_grad)
+    return {
+        "method": "peftviz prefix-tuning ÷ peft prefix-tuning (both no MLP, same j, paired)",
+        "inference": (ours_seconds, peft_seconds),
+        "step": (ours_step_seconds, peft_step_seconds),
+        "memory": (training_memory(ours, ours_loss, ours_step, timing.device), peft_row["memory"][0]),
+        "trainable": f"{trainable:,} / {peft_row['trainable']:,}",
+        "extra work": peft_row["extra work"],
+        "check": "peftviz no slower: " + ("yes" if ours_seconds <= peft_seconds else "**no**"),
+    }
+
+
+def ratio_cell(pair, unit: str, scale: float, digits: int) -> str:
+    """(method, baseline) -> "ratio (method / baseline unit)"."""
+    ours, theirs = pair
+    return f"{ours / theirs:.{digits}f} ({scale * ours:.0f} / {scale * theirs:.0f} {unit})"
+
+
+def format_row(model_name: str, T: str, batch: str, row: dict) -> str:
+    if "failed" in row:
+        return f"| {model_name} | {T} × {batch} | {row['method']} | {row['failed']} | – | {row['extra work']} | – | – | – |"
+    inference = ratio_cell(row["inference"], "ms", 1000, 3)
+    if "step" in row:
+        step = ratio_cell(row["step"], "ms", 1000, 2)
+        memory = ratio_cell(row["memory"], "MiB", 2**-20, 2)
+        trainable = row["trainable"] if isinstance(row["trainable"], str) else f"{row['trainable']:,}"
+    else:
+        step = memory = trainable = "–"
+    return (f"| {model_name} | {T} × {batch} | {row['method']} | {inference} | {row['check']} | {row['extra work']} "
+            f"| {step} | {memory} | {trainable} |")  # fmt: skip
+
+
+def cpu_model() -> str:
+    """The processor's model name (/proc/cpuinfo on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"
+
+
+def machine_line(device: torch.device) -> str:
+    if device.type == "cuda":
+        machine = torch.cuda.get_device_name(device)
+    else:
+        machine = f"{cpu_model()}, torch on {torch.get_num_threads()} threads of {os.cpu_count()} logical CPUs"
+    versions = f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}"
+    return f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; {machine}; {versions}"
+
+
+def load_line() -> str:
+    """The machine's load averages (1, 5, 15 min): other work sharing the processor adds noise."""
+    return "load average " + ", ".join(f"{load:.2f}" for load in os.getloadavg()) if hasattr(os, "getloadavg") else ""
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--cases", nargs="+", default=["minilm:128:8", "minilm:512:8", "long-minilm:2048:2"],
-        help="MODEL:LENGTH[:BATCH] (default batch 8)",
-    )  # fmt: skip
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="MODEL:LENGTH[:BATCH] (default batch 8)")
+    parser.add_argument("--repeats", type=int, default=5, help="at least this many timed pairs per ratio")
+    parser.add_argument("--seconds", type=float, default=2.0, help="and more pairs until this many seconds passed")
+    parser.add_argument("--device", default="auto", help="auto (the GPU when present), cpu or cuda")
+    parser.add_argument("--out", type=Path, help="also write the markdown to this file")
     args = parser.parse_args(argv)
 
-    device = pick_device("auto")
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"{name}, median of {args.repeats}, prefix length {PREFIX_LENGTH}\n")
-    print(
-        "| model | T × batch | method | inference vs plain encoder | extra work by design "
-        "| train step vs fine-tuning | training memory vs fine-tuning | trainable params |"
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
+    out = args.out.open("w") if args.out else None
+
+    def emit(line: str) -> None:  # to the terminal, and to --out as it comes (a broken-off run keeps its rows)
+        print(line, flush=True)
+        if out:
+            out.write(line + "\n")
+            out.flush()
+
+    emit(machine_line(device))
+    emit(
+        f"at start: {load_line()}; median of ≥ {args.repeats} pairs and ≥ {args.seconds:g} s, prefix length {PREFIX_LENGTH}\n"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    emit(
+        "| model | T × batch | method | inference vs plain encoder (ms) | within 1.2 × (1 + share) | extra work by design "
+        "| train step vs fine-tuning (ms) | training memory vs fine-tuning | trainable params |"
+    )
+    emit("|---|---|---|---|---|---|---|---|---|")
     for case in args.cases:
         model_name, T, batch = (case.split(":") + ["8"])[:3]
         encoder, _ = load_encoder(model_name)
         encoder.to(device)
-        for row in measure(encoder, int(T), int(batch), args.repeats, device):
-            training = (
-                f"{row['step ratio']:.2f} ({1000 * row['step']:.0f} ms) "
-                f"| {row['memory ratio']:.2f} ({row['memory'] / 2**20:.0f} MiB) | {row['trainable']:,}"
-                if "step" in row else "– | – | –"
-            )  # fmt: skip
-            print(
-                f"| {model_name} | {T} × {batch} | {row['method']} "
-                f"| {row['inference ratio']:.3f} ({1000 * row['inference']:.0f} ms) | {row['extra work']} | {training} |",
-                flush=True,
-            )
+        for row in measure(encoder, int(T), int(batch), Timing(args.repeats, args.seconds, device)):
+            emit(format_row(model_name, T, batch, row))
+    emit(f"\nat end: {load_line()}")
+    if out:
+        out.close()
 
 
 if __name__ == "__main__":

@@ -55,7 +55,8 @@ class PrefixPropagation(PeftMethod):
         j, L, D = self.config.prefix_length, self.n_layers, self.hidden_size
         states = self.prefix().view(j, L, D).transpose(0, 1)  # (L, j, D)
         states = self.dropout(states.unsqueeze(0).expand(batch_size, -1, -1, -1))  # (B, L, j, D)
-        return AttentionContext(n_prefix_keys=j, prefix_states=[states[:, layer] for layer in range(L)], record=record)
+        # unbind: one backward node for all layers (indexing per layer would build L full-size gradients)
+        return AttentionContext(n_prefix_keys=j, prefix_states=list(states.unbind(1)), record=record)
 
     def attach(self, encoder) -> None:
         for index, layer in enumerate(encoder_layers(encoder)):

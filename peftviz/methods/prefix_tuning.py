@@ -40,5 +40,8 @@ class PrefixTuning(PeftMethod):
         j, L, H, d = self.config.prefix_length, self.n_layers, self.n_heads, self.head_dim
         kv = self.prefix().view(j, L, 2, H, d).permute(1, 2, 3, 0, 4)  # (L, 2, H, j, d)
         kv = self.dropout(kv.unsqueeze(0).expand(batch_size, -1, -1, -1, -1, -1))  # (B, L, 2, H, j, d)
-        prefix_kv = [(kv[:, layer, 0], kv[:, layer, 1]) for layer in range(L)]  # (B, H, j, d) each
+        # unbind, not kv[:, layer, 0] per layer: one backward node for all layers, where 2·L index
+        # operations would each scatter their gradient into a zero tensor of kv's whole size
+        keys, values = kv.unbind(2)  # (B, L, H, j, d) each
+        prefix_kv = list(zip(keys.unbind(1), values.unbind(1)))  # per layer (B, H, j, d) keys, values
         return AttentionContext(prefix_kv=prefix_kv, n_prefix_keys=j, record=record)

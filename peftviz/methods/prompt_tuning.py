@@ -96,7 +96,10 @@ class PromptTuning(PeftMethod):
         """Each row: the embedding layer's output for a token drawn uniformly from the vocabulary."""
         embeddings = encoder.embeddings
         vocab_size = embeddings.word_embeddings.num_embeddings
-        ids = torch.randint(0, vocab_size, (1, self.config.prompt_length), device=self.prompt.device)
+        # drawn on the CPU (the same tokens for a seed whatever the device), then put where the
+        # embedding layer is: the encoder may already be on the GPU while the prompt is not yet
+        ids = torch.randint(0, vocab_size, (1, self.config.prompt_length))
+        ids = ids.to(embeddings.word_embeddings.weight.device)
         was_training = embeddings.training
         embeddings.eval()  # no dropout in the initial values
         try:
