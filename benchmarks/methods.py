@@ -413,6 +413,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="and more pairs until this many seconds passed")
     parser.add_argument("--device", default="auto", help="auto (the GPU when present), cpu or cuda")
     parser.add_argument("--out", type=Path, help="also write the markdown to this file")
+    parser.add_argument(
+        "--precision", choices=["fp32", "bf16"], default="fp32",
+        help="bf16: every forward, the plain encoder's too, under bfloat16 autocast, as --precision bf16 trains",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
@@ -426,19 +430,22 @@ def main(argv: list[str] | None = None) -> None:
 
     emit(machine_line(device))
     emit(
-        f"at start: {load_line()}; median of ≥ {args.repeats} pairs and ≥ {args.seconds:g} s, prefix length {PREFIX_LENGTH}\n"
+        f"at start: {load_line()}; median of ≥ {args.repeats} pairs and ≥ {args.seconds:g} s, prefix length "
+        f"{PREFIX_LENGTH}, {args.precision}\n"
     )
     emit(
         "| model | T × batch | method | inference vs plain encoder (ms) | within 1.2 × (1 + share) | extra work by design "
         "| train step vs fine-tuning (ms) | training memory vs fine-tuning | trainable params |"
     )
     emit("|---|---|---|---|---|---|---|---|---|")
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16")
     for case in args.cases:
         model_name, T, batch = (case.split(":") + ["8"])[:3]
         encoder, _ = load_encoder(model_name)
         encoder.to(device)
-        for row in measure(encoder, int(T), int(batch), Timing(args.repeats, args.seconds, device)):
-            emit(format_row(model_name, T, batch, row))
+        with autocast:
+            for row in measure(encoder, int(T), int(batch), Timing(args.repeats, args.seconds, device)):
+                emit(format_row(model_name, T, batch, row))
     emit(f"\nat end: {load_line()}")
     if out:
         out.close()
