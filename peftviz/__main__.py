@@ -12,6 +12,7 @@ given as --option name=value. Errors end in one line naming the problem.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import sys
 import time
@@ -217,6 +218,22 @@ def comparison_row(run: Run) -> dict:
     }
 
 
+def keep_freed_memory() -> None:
+    """Let glibc keep the memory a training step frees for the next step, instead of returning it to
+    the system and faulting it in again: fine-tuning MiniLM took ~100,000 minor page faults a step
+    with glibc's defaults and a few hundred with these, and its step got 8-15% faster on 2 CPU cores
+    (benchmarks/profile_training.py). Peak memory is unchanged. Only for the command line's training
+    process, not the app's server; nothing where the C library is not glibc."""
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return
+    M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's malloc.h
+    mallopt(M_MMAP_THRESHOLD, 1 << 30)  # blocks under 1 GiB from the heap, not from fresh mappings
+    mallopt(M_TRIM_THRESHOLD, 1 << 40)  # never give the heap's top back between steps
+    mallopt(M_TOP_PAD, 64 << 20)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from peftviz.progress import TerminalProgress  # after parsing: --help stays fast
@@ -234,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             return resume(args)
         from peftviz.engine import is_main_process
         from peftviz.train import compare  # torch and transformers load here
+
+        keep_freed_memory()
 
         overrides = _overrides(args)
         if args.seeds is not None and "seed" in overrides:

@@ -85,6 +85,9 @@ def make_optimizer(model: PeftClassifier, config: TrainConfig, total_steps: int)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.learning_rate,
+        # one fused kernel per step instead of a loop over parameters: fine-tuning's step on 2 CPU cores
+        # from 70 to 12 ms (benchmarks/profile_training.py); parameters differ from the loop's by ~1e-7
+        fused=True,
     )
     warmup = int(config.warmup_ratio * total_steps)
     schedule = get_linear_schedule_with_warmup if config.schedule == "linear" else get_cosine_schedule_with_warmup
