@@ -89,7 +89,7 @@ class Engine:
 
     def __init__(self, config: TrainConfig):
         device = check_device(config.device)
-        self.precision = check_machine(config)
+        self.precision = resolve_precision(config.precision, device)
         _fresh_state()
         if device.type == "cuda" and device.index is not None and launched_processes() == 1:
             torch.cuda.set_device(device)  # Accelerate places a single process on the current GPU
