@@ -4,7 +4,7 @@
     python -m peftviz compare --preset quick [--methods all]
     python -m peftviz alpha-grid --preset quick
     python -m peftviz runs
-    accelerate launch --num_processes 2 -m peftviz train ...   # data-parallel (engine.py)
+    accelerate launch --multi_gpu --num_processes 2 -m peftviz train ...   # data-parallel (engine.py)
 Every TrainConfig field has a flag (--learning-rate 1e-3, --epochs 5, ...); method options are
 given as --option name=value. Errors end in one line naming the problem.
 """

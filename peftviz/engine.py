@@ -7,7 +7,7 @@ transformers models, from one GPU to many machines; peftviz writes no DDP of its
                  fp16 run the forward under autocast while parameters and AdamW's state stay
                  float32; fp16 scales the loss (a GradScaler) and skips a step whose gradients
                  overflowed. Probabilities, and so every calibration metric, are float32.
-    processes    `accelerate launch --num_processes N -m peftviz train ...` runs N copies. Each
+    processes    `accelerate launch --multi_gpu --num_processes N -m peftviz train ...` runs N copies. Each
                  takes an equal share of every batch (`split_batches`), so `batch_size` and
                  `effective_batch_size` count the same examples per forward and per optimiser step
                  whatever N is: a run compares with a single-process run of the same config.
@@ -24,7 +24,6 @@ data-parallel launch keeps its process group (`PartialState`) and clears only th
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
 
 import numpy as np
 import torch
@@ -168,8 +167,7 @@ class Engine:
 
     def predict(self, model, loader) -> tuple[np.ndarray, np.ndarray]:
         """Float32 probabilities (N, C) and labels (N,) of the whole split, in dataset order, on every process."""
-        autocast = self.accelerator.autocast() if self.precision != "fp32" else nullcontext()
-        with autocast:
+        with self.accelerator.autocast():  # a no-op in fp32
             return predict(model, loader, self.device, gather=self.accelerator.gather_for_metrics)
 
     def wait(self) -> None:
