@@ -8,6 +8,7 @@ from peftviz import appkit, estimators
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import comparison as cmp
 from peftviz.figures import calibration as figures
+from peftviz.figures import palette
 from peftviz.runs import Group, RunError, group_runs
 
 MAX_DEFAULT_UNITS = 6
@@ -74,6 +75,8 @@ if not chosen:
     st.info("Pick at least one.")
     st.stop()
 units = [candidates[name] for name in chosen]
+in_store = palette.store_series(usable)  # colours keyed by method over the whole store, not the selection
+series = {names[unit.key]: palette.unit_series(unit.runs, in_store) for unit in units}
 runs = [run for unit in units for run in unit.runs]
 
 left, middle, right, far = st.columns(4)
@@ -118,7 +121,7 @@ else:
     if as_groups:
         band = f"groups: 95% t-interval of the mean over seeds; a group of one run: {band}"
     title = f"Smooth reliability diagram (relplot) · epoch {epoch} validation"
-    appkit.chart(figures.smooth_reliability_figure(curves, title, band), "smooth-reliability")
+    appkit.chart(figures.smooth_reliability_figure(curves, title, band, series), "smooth-reliability")
     st.caption("Kernel-smoothed accuracy against confidence, with the bandwidth that relplot's smooth ECE "
                "chooses; below it, the density of the confidences. No bins to choose.")  # fmt: skip
 
@@ -132,7 +135,8 @@ for unit in units:
 if frames:
     band = ("95% t-interval of the mean over seeds (dotted: each seed)" if as_groups
             else f"95% percentile bootstrap over {n_resamples} resamples of the validation examples")  # fmt: skip
-    appkit.chart(figures.ece_over_epochs_figure(pd.concat(frames), scheme, n_bins, band, epoch), "ece-over-epochs")
+    figure = figures.ece_over_epochs_figure(pd.concat(frames), scheme, n_bins, band, epoch, series)
+    appkit.chart(figure, "ece-over-epochs")
 
 # ---------------------------------------------------------------- comparison
 st.subheader("Comparison")
@@ -169,7 +173,7 @@ else:
         shown = st.selectbox("Differences in", result.metrics, format_func=lambda n: estimators.ESTIMATORS[n].heading,
                              key="calibration_difference_metric")  # fmt: skip
         appkit.chart(
-            figures.differences_figure(result.pairs, shown, estimators.ESTIMATORS[shown].heading), "differences"
+            figures.differences_figure(result.pairs, shown, estimators.ESTIMATORS[shown].heading, series), "differences"
         )
     for name, table in (("summary", result.summary), ("pairs", result.pairs)):
         st.download_button(f"Download the {name} (CSV)", table.to_csv(index=False), file_name=f"comparison-{name}.csv",

@@ -1,9 +1,13 @@
 """The app in a real browser: Streamlit headless on loopback, Debian's chromium driven by Playwright.
 
 Every page is opened on a smoke store; the test waits for its charts (or table), checks that no
-exception or error element is shown, and saves a screenshot to cache/screenshots/.
+exception or error element is shown and that no chart title or tick label is cut off at its chart's
+edge, and saves a screenshot of the page and one of each chart to cache/screenshots/. Other tests
+read what plotly drew, from the live graph divs (`.data`, `._fullLayout`) and their SVG: bar
+heights against the axis scale, and each method's colour on every page that shows it.
 """
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -17,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = ROOT / "cache" / "screenshots"
-# page path -> (what to wait for, how many of them at least)
+# page path -> (what to wait for, how many of them at least); a new page is one more line
 PAGES = {
     "": ('[data-testid="stDataFrame"]', 2),
     "Train": ('[data-testid="stButton"]', 1),
@@ -25,6 +29,7 @@ PAGES = {
     "Attention": (".js-plotly-plot", 2),
     "Kernel": (".js-plotly-plot", 1),
     "Tiny_attention_heads": (".js-plotly-plot", 2),
+    "Tour": (".js-plotly-plot", 1),  # step 1; test_the_tour_steps_with_the_arrow_keys visits the others
 }
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 # the closed network here refuses Chromium's background connections; these keep it quiet
@@ -81,22 +86,140 @@ def browser():
         chromium.close()
 
 
-@pytest.mark.parametrize("path", list(PAGES))
-def test_every_page_renders_its_charts_without_errors(server, browser, path):
+# every chart title and tick label whose box sticks out of its chart's SVG box, as "text (chart title)"
+CLIPPED_LABELS = """() => {
+  const clipped = [];
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const svg = plot.querySelector('svg.main-svg').getBoundingClientRect();
+    const div = plot.getBoundingClientRect();  // the page may show less of the chart than its SVG
+    const frame = {left: Math.max(svg.left, div.left), right: Math.min(svg.right, div.right),
+                   top: Math.max(svg.top, div.top), bottom: Math.min(svg.bottom, div.bottom)};
+    const chart = plot.querySelector('.gtitle')?.textContent ?? '(untitled)';
+    for (const label of plot.querySelectorAll('.gtitle, .xtick text, .ytick text')) {
+      const box = label.getBoundingClientRect();
+      if (box.width === 0 && box.height === 0) continue;  // not drawn
+      if (box.left < frame.left - 1 || box.right > frame.right + 1 || box.top < frame.top - 1
+          || box.bottom > frame.bottom + 1) clipped.push(`${label.textContent} (${chart})`);
+    }
+  }
+  return clipped;
+}"""
+
+# per accuracy bar drawn in a reliability diagram: the bin's accuracy and confidence (from the trace's
+# customdata), the bar's height in pixels and the height the y axis gives that accuracy
+ACCURACY_BARS = """() => {
+  const bars = [];
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    plot._fullData.forEach((trace, index) => {
+      if (trace.type !== 'bar' || trace.name !== 'accuracy') return;
+      const axis = plot._fullLayout[trace.yaxis.replace('y', 'yaxis')];
+      const subplot = plot.querySelector(`.subplot.${trace.xaxis}${trace.yaxis}`);
+      const barsBefore = plot._fullData.slice(0, index).filter(
+        other => other.type === 'bar' && other.xaxis === trace.xaxis && other.yaxis === trace.yaxis).length;
+      const drawn = subplot.querySelectorAll('.barlayer .trace.bars')[barsBefore].querySelectorAll('.point path');
+      plot.data[index].customdata.forEach(([confidence, accuracy, count], bin) => {
+        if (!count) return;
+        bars.push({confidence, accuracy, height: drawn[bin].getBoundingClientRect().height,
+                   expected: Math.abs(axis.l2p(accuracy) - axis.l2p(0))});
+      });
+    });
+  }
+  return bars;
+}"""
+
+# per chart: its title as drawn, and each trace's name, mode and colour (line, and marker when one colour)
+TRACE_COLOURS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(plot => ({
+  title: plot.querySelector('.gtitle')?.textContent ?? '',  // as drawn: no markup
+  traces: plot._fullData.map(trace => ({name: trace.name, mode: trace.mode, type: trace.type,
+    line: trace.line?.color, marker: typeof trace.marker?.color === 'string' ? trace.marker.color : null})),
+}))"""
+
+
+@contextlib.contextmanager
+def opened(browser, server, path: str):
+    """The page at `path`, once what PAGES says to wait for is there and plotly has drawn it."""
     selector, at_least = PAGES[path]
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    screenshot = SCREENSHOTS / f"{path or 'Home'}.png"
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     try:
         page.goto(f"{server}/{path}", wait_until="domcontentloaded")
         page.wait_for_function(
             "([s, n]) => document.querySelectorAll(s).length >= n", arg=[selector, at_least], timeout=180_000
         )
-        page.wait_for_timeout(500)  # let plotly finish drawing before the screenshot
-        page.screenshot(path=str(screenshot), full_page=True)
-        assert page.locator(ERRORS).count() == 0, page.locator(ERRORS).first.inner_text()
-    except Exception:
-        page.screenshot(path=str(screenshot.with_suffix(".failed.png")), full_page=True)
-        raise
+        page.wait_for_timeout(500)  # let plotly finish drawing
+        yield page
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("path", list(PAGES))
+def test_every_page_renders_its_charts_without_errors(server, browser, path):
+    name = path or "Home"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with opened(browser, server, path) as page:
+        try:
+            page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+            charts = page.locator(".js-plotly-plot")
+            for index in range(charts.count()):  # the page scrolls inside Streamlit: one picture per chart
+                charts.nth(index).screenshot(path=str(SCREENSHOTS / f"{name}-chart-{index + 1}.png"))
+            assert page.locator(ERRORS).count() == 0, page.locator(ERRORS).first.inner_text()
+            assert page.evaluate(CLIPPED_LABELS) == []
+        except Exception:
+            page.screenshot(path=str(SCREENSHOTS / f"{name}.failed.png"), full_page=True)
+            raise
+
+
+def test_an_accuracy_bar_is_as_tall_as_its_accuracy_in_an_under_confident_bin_too(server, browser):
+    with opened(browser, server, "Calibration") as page:
+        bars = page.evaluate(ACCURACY_BARS)
+    assert len(bars) >= 6  # at least a bin per reliability diagram
+    for bar in bars:
+        assert bar["height"] == pytest.approx(bar["expected"], abs=1.5), bar
+    under = [bar for bar in bars if bar["accuracy"] > bar["confidence"]]
+    assert under, "no under-confident bin drawn: the smoke store no longer has one"
+
+
+def line_colours(charts: list[dict], title_start: str) -> dict[str, str]:
+    chart = next(chart for chart in charts if chart["title"].startswith(title_start))
+    return {trace["name"]: trace["line"] for trace in chart["traces"] if trace["mode"] == "lines+markers"}
+
+
+def test_a_method_has_one_colour_on_every_page(server, browser):
+    """The smoke store has no method on all three pages: kernel runs are on Calibration and Kernel,
+    tiny-attention runs on Calibration and Tiny-attention heads. Each pair must agree."""
+    with opened(browser, server, "Calibration") as page:
+        calibration = line_colours(page.evaluate(TRACE_COLOURS), "ECE per epoch")
+    with opened(browser, server, "Kernel") as page:
+        kernel = page.evaluate(TRACE_COLOURS)
+    with opened(browser, server, "Tiny_attention_heads") as page:
+        tiny = page.evaluate(TRACE_COLOURS)
+    assert len(set(calibration.values())) == len(calibration) == 6  # six runs, six colours
+    trained = [t["marker"] for chart in kernel for t in chart["traces"] if t["name"].startswith("trained at α")]
+    assert trained and set(trained) == {calibration["kernel-prefix-propagation"]}
+    averaging = next(chart for chart in tiny if chart["title"].startswith("Before vs after head averaging"))
+    label = averaging["title"].split(" · ")[-1]
+    before = {t["marker"] for t in averaging["traces"] if t["name"] == "before averaging"}
+    assert before == {calibration[label]}
+
+
+def test_the_tour_steps_with_the_arrow_keys_and_every_step_draws_unclipped(server, browser):
+    """The presenter's keys: → to the next step, ← back; each step's figure drawn whole, and saved."""
+    from peftviz.tour import STEPS
+
+    heading = '[data-testid="stHeading"] h1'
+    with opened(browser, server, "Tour") as page:
+        for number in range(1, len(STEPS) + 1):
+            page.wait_for_function(
+                "([h, text]) => document.querySelector(h)?.textContent.startsWith(text)"
+                " && document.querySelectorAll('.js-plotly-plot').length === 1",
+                arg=[heading, f"{number} / {len(STEPS)}"], timeout=180_000,
+            )  # fmt: skip
+            page.wait_for_timeout(500)
+            page.screenshot(path=str(SCREENSHOTS / f"Tour-step-{number}.png"))
+            assert page.locator(ERRORS).count() == 0, page.locator(ERRORS).first.inner_text()
+            assert page.evaluate(CLIPPED_LABELS) == [], f"step {number}"
+            page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowLeft")  # from the last step back to the one before it
+        page.wait_for_function(
+            "([h, text]) => document.querySelector(h)?.textContent.startsWith(text)",
+            arg=[heading, f"{len(STEPS) - 1} / "], timeout=60_000,
+        )  # fmt: skip

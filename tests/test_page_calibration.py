@@ -110,12 +110,17 @@ def test_default_selection_takes_complete_runs_of_the_most_common_dataset():
 def test_reliability_figure_draws_the_table(run):
     table = analysis.reliability_table(run, 2, 8, "mass")
     fig = figures.reliability_figure(table)
-    accuracy, gap, diagonal, count = fig.data
-    assert [t.name for t in fig.data] == ["accuracy", "gap", "perfect calibration", "count"]
+    accuracy, over, under, reference, count = fig.data
+    assert [t.name for t in fig.data] == [
+        "accuracy", figures.OVER_NAME, figures.UNDER_NAME, "perfect calibration", "count"]  # fmt: skip
     assert len(accuracy.y) == len(count.y) == 8
     assert nan_equal(accuracy.y, table["accuracy"]) and list(count.y) == list(table["count"])
-    assert nan_equal(np.add(gap.base, gap.y), table["confidence"])  # the gap bar ends at the mean confidence
-    assert list(diagonal.x) == list(diagonal.y) == [0, 1]
+    # a gap bar runs between the accuracy and the mean confidence, whichever is higher
+    for i, (conf, acc) in enumerate(zip(table["confidence"], table["accuracy"])):
+        gap = over if conf > acc else under
+        if conf != acc:
+            assert sorted([gap.base[i], gap.base[i] + gap.y[i]]) == pytest.approx(sorted([conf, acc]), abs=1e-12)
+    assert list(reference.x) == list(range(8)) and nan_equal(reference.y, table["confidence"])  # equal mass: by rank
     assert "N = 120" in fig.layout.title.text and "8 equal-mass bins" in fig.layout.title.text
 
 
@@ -132,9 +137,9 @@ def test_ece_figure_has_a_band_and_a_line_per_run(runs):
 def test_recalibration_figure_shows_before_and_after(run):
     result = analysis.recalibration_bins(run, "temperature", 10, "width")
     fig = figures.recalibration_figure(result)
-    assert len(fig.data) == 8
+    assert len(fig.data) == 10
     assert nan_equal(fig.data[0].y, result.before_bins["accuracy"])
-    assert nan_equal(fig.data[4].y, result.after_bins["accuracy"])
+    assert nan_equal(fig.data[5].y, result.after_bins["accuracy"])
     assert f"T = {result.temperature:.3g}" in fig.layout.annotations[1].text
 
 

@@ -27,32 +27,62 @@ def _label_axis(labels: list[str], angle: int = 0) -> dict:
     return dict(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels, tickangle=angle, tickfont_size=10)
 
 
+def fitted_top(matrix: np.ndarray) -> float:
+    """The top of a colour scale that starts at 0: the largest value (1 for an all-zero matrix).
+
+    Fitted, not fixed at 1: prefix masses of 0.01–0.3 would all be the same dark on a 0–1 scale.
+    """
+    top = float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 0.0
+    return top if top > 0 else 1.0
+
+
 def prefix_mass_grid_figure(grid: np.ndarray, title: str = "Prefix mass λ(C) per layer and head") -> go.Figure:
-    """Layer × head heatmap of prefix mass (layers × heads), annotated, on a fixed 0–1 colour scale."""
+    """Layer × head heatmap of prefix mass (layers × heads), annotated, on a colour scale from 0 to
+    the grid's largest value, stated in the colour bar's title."""
     n_layers, n_heads = grid.shape
+    top = fitted_top(grid)
     heatmap = go.Heatmap(
         z=grid,
         x=[f"H{h + 1}" for h in range(n_heads)],
         y=[f"L{layer + 1}" for layer in range(n_layers)],
         zmin=0,
-        zmax=1,
+        zmax=top,
         colorscale=COLOURS,
-        text=np.round(grid, 2),
-        texttemplate="%{text:.2f}",
-        hovertemplate="layer %{y}, head %{x}: λ = %{z:.3f}<extra></extra>",
-        colorbar=dict(title="λ"),
+        text=np.round(grid, 3),
+        texttemplate="%{text:.3f}",
+        textfont_size=9,
+        hovertemplate="layer %{y}, head %{x}: λ = %{z:.4f}<extra></extra>",
+        colorbar=dict(title=f"λ, 0–{top:.3f}", title_side="right", nticks=4),
     )
     fig = go.Figure(heatmap)
-    fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer", height=140 + 36 * n_layers)
+    fig.update_layout(title=f"{title}<br><sup>colour scale fitted: 0 to the largest λ, {top:.4f}</sup>",
+                      xaxis_title="head", yaxis_title="layer", height=max(280, 160 + 36 * n_layers),
+                      margin={"t": 80})  # fmt: skip
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     return fig
 
 
+def _where(layer: int | None, head: int | None) -> str:
+    """ "Layer 3, head 5: " for 0-based layer and head; "" when not given."""
+    parts = [f"layer {layer + 1}" if layer is not None else "", f"head {head + 1}" if head is not None else ""]
+    text = ", ".join(part for part in parts if part)
+    return f"{text[:1].upper()}{text[1:]}: " if text else ""
+
+
 def token_heatmap_figure(
-    matrix: np.ndarray, row_labels: list[str], col_labels: list[str], n_prefix_keys: int = 0, title: str = ""
+    matrix: np.ndarray,
+    row_labels: list[str],
+    col_labels: list[str],
+    n_prefix_keys: int = 0,
+    title: str = "",
+    layer: int | None = None,
+    head: int | None = None,
 ) -> go.Figure:
     """Query tokens (rows) × [prefix keys P1..Pj; nearby key tokens] (columns) of one head.
 
-    Axis ticks are the token strings; a line separates the prefix keys from the text keys.
+    Axis ticks are the token strings; a line separates the prefix keys from the text keys. The
+    title starts with the layer and head (0-based arguments, shown 1-based) when they are given.
     """
     _check_cells(matrix)
     rows, _ = matrix.shape
@@ -61,9 +91,9 @@ def token_heatmap_figure(
     if n_prefix_keys:
         fig.add_vline(x=n_prefix_keys - 0.5, line_color="white", line_width=2)
     fig.update_layout(
-        title=title,
-        xaxis=dict(_label_axis(col_labels, -90), title="keys"),
-        yaxis=dict(_label_axis(row_labels), title="queries", autorange="reversed"),
+        title=f"{_where(layer, head)}{title}",
+        xaxis=dict(_label_axis(col_labels, -90), title="keys", automargin=True),
+        yaxis=dict(_label_axis(row_labels), title="queries", autorange="reversed", automargin=True),
         height=160 + ROW_PX * rows,
     )
     return fig
@@ -72,20 +102,24 @@ def token_heatmap_figure(
 def _indexed_heatmap(matrix: np.ndarray, hover: np.ndarray, hovertemplate: str, colorbar_title: str) -> go.Heatmap:
     """A heatmap on integer positions (so repeated tokens stay separate cells); labels come from the axes."""
     rows, columns = matrix.shape
+    top = fitted_top(matrix)
     return go.Heatmap(
         z=matrix,
         x=list(range(columns)),
         y=list(range(rows)),
         zmin=0,
+        zmax=top,
         colorscale=COLOURS,
         customdata=hover,
         hovertemplate=hovertemplate,
-        colorbar=dict(title=colorbar_title),
+        colorbar=dict(title=f"{colorbar_title}<br>scale 0–{top:.3f}"),
     )
 
 
-def prefix_rows_figure(rows: PrefixRows, title: str = "What the prefix positions attend to") -> go.Figure:
-    """Prefix positions (rows) × [each prefix key; text buckets] (columns); hover lists the top tokens."""
+def prefix_rows_figure(rows: PrefixRows, title: str = "what the prefix positions attend to", layer: int | None = None,
+                       head: int | None = None) -> go.Figure:  # fmt: skip
+    """Prefix positions (rows) × [each prefix key; text buckets] (columns) of one head; hover lists the
+    top tokens. The title starts with the layer and head when they are given."""
     matrix = np.concatenate([rows.to_prefixes, rows.to_buckets], axis=1)  # (j, j + n_buckets)
     _check_cells(matrix)
     columns = rows.labels + rows.bucket_labels
@@ -93,10 +127,11 @@ def prefix_rows_figure(rows: PrefixRows, title: str = "What the prefix positions
     hover = np.array([[top[r]] * len(columns) for r in range(len(rows.labels))])  # (j, columns)
     fig = go.Figure(_indexed_heatmap(matrix, hover, "%{z:.3f}<br>top tokens:<br>%{customdata}<extra></extra>", "share"))
     fig.add_vline(x=len(rows.labels) - 0.5, line_color="white", line_width=2)
+    title = f"{_where(layer, head)}{title}"
     fig.update_layout(
-        title=title,
-        xaxis=dict(_label_axis(columns, -60), title="prefix keys, then text tokens by position"),
-        yaxis=dict(_label_axis(rows.labels), title="prefix position", autorange="reversed"),
+        title=title[:1].upper() + title[1:],
+        xaxis=dict(_label_axis(columns, -60), title="prefix keys, then text tokens by position", automargin=True),
+        yaxis=dict(_label_axis(rows.labels), title="prefix position", autorange="reversed", automargin=True),
         height=200 + 22 * len(rows.labels),
     )
     return fig
@@ -112,7 +147,8 @@ def prefix_mass_profile_figure(profile: MassProfile, title: str = "Prefix mass a
     fig.update_layout(
         title=f"{title} (buckets of {profile.size} tokens)",
         xaxis_title="query token position (bucket start)",
-        yaxis=dict(title="λ, mean over heads", rangemode="tozero"),
+        yaxis=dict(title="λ, mean over heads", rangemode="tozero", automargin=True),
+        xaxis_automargin=True,
         height=360,
     )
     return fig

@@ -1,6 +1,9 @@
 """Figures of the Kernel page: λ(C) per layer, and accuracy and ECE against α.
 
 Inputs are the rows of `peftviz.analysis.kernel`; outputs are plotly figures. No Streamlit.
+Runs are coloured by `palette` (one colour per method on every page); the reference lines (the
+paper's α grid, a run's α, the exact λ(C)) are legend entries rather than text on the plot, so no
+label lies over a line.
 """
 
 from __future__ import annotations
@@ -8,9 +11,10 @@ from __future__ import annotations
 import math
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
+from peftviz.figures.palette import Series, color
 from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID
 
 EXACT = "exact"
@@ -18,37 +22,56 @@ SWEEP_NAME = "evaluated under α"
 EXACT_NAME = "exact λ(C)"
 TRAINED_NAME = "trained at α"
 SEEDS_NAME = "each seed"
+GRID_NAME = "shaded: the paper's α grid"
 PANELS = (("accuracy", "validation accuracy"), ("ece", "validation ECE"))
 GRID_BAND = (min(ALPHA_GRID), max(ALPHA_GRID))
-SWEEP_COLOR, GROUP_COLORS = qualitative.Plotly[0], qualitative.Plotly[1:]
+NEUTRAL = "#555555"  # a sweep drawn without knowing its run's method
+HEAD_SCALE = "Viridis"  # heads in order along a sequential scale: 12 heads, 12 distinct colours
+GROUP_SYMBOLS = ("diamond", "square", "triangle-up", "circle", "star", "hexagon")  # colour is the method's
+MAX_LOG_TICKS = 8
 
 
 def lambda_figure(summary: list[dict], per_head: bool = False, alpha: float | None = None) -> go.Figure:
     """Box per layer of λ(C) from `lambda_summary` rows: box q25–q75, median, whiskers q05–q95.
 
-    per_head: one box per head, grouped by layer, instead of all heads pooled. alpha: the α a
-    kernel run was trained with, drawn as a dashed line. The paper's α grid is shaded.
+    per_head: one box per head, grouped by layer, instead of all heads pooled, each head a colour
+    of a sequential scale. alpha: the α a kernel run was trained with, drawn as a dashed line. The
+    paper's α grid is shaded. The y axis runs from 0 to a little above the largest value drawn.
     """
     fig = go.Figure()
     if per_head:
         heads = sorted({row["head"] for row in summary if row["head"] is not None})
-        for head in heads:
-            _add_boxes(fig, [row for row in summary if row["head"] == head], f"head {head + 1}")
+        colours = sample_colorscale(HEAD_SCALE, [0.9 * i / max(len(heads) - 1, 1) for i in range(len(heads))])
+        for head, colour in zip(heads, colours):  # 0.9: the scale's last yellow is too pale on white
+            _add_boxes(fig, [row for row in summary if row["head"] == head], f"head {head + 1}", colour)
         fig.update_layout(boxmode="group")
     else:
-        _add_boxes(fig, [row for row in summary if row["head"] is None], "all heads")
-    fig.add_hrect(y0=GRID_BAND[0], y1=GRID_BAND[1], fillcolor="gray", opacity=0.2, line_width=0,
-                  annotation_text="paper's α grid", annotation_position="top left")  # fmt: skip
+        _add_boxes(fig, [row for row in summary if row["head"] is None], "all heads", NEUTRAL)
+    fig.add_hrect(y0=GRID_BAND[0], y1=GRID_BAND[1], fillcolor="gray", opacity=0.2, line_width=0)
+    fig.add_trace(_legend_entry(GRID_NAME, {"mode": "markers", "marker": {"symbol": "square", "size": 12,
+                                                                          "color": "rgba(128, 128, 128, 0.3)"}}))  # fmt: skip
     if alpha is not None:
-        fig.add_hline(y=alpha, line_dash="dash", annotation_text=f"this run's α = {alpha:g}")
+        fig.add_hline(y=alpha, line_dash="dash")
+        fig.add_trace(
+            _legend_entry(f"this run's α = {alpha:g}", {"mode": "lines", "line": {"dash": "dash", "color": "#444"}})
+        )
+    top = max([row["q95"] for row in summary] + [GRID_BAND[1], alpha or 0])
     fig.update_layout(
         xaxis_title="layer", yaxis_title="λ(C): share of attention on the prefixes",
-        yaxis_range=[0, 1], showlegend=per_head, margin={"t": 30},
+        yaxis_range=[0, min(1.0, 1.1 * top)], margin={"t": 30, "r": 20},
+        legend={"orientation": "h", "y": -0.2, "yanchor": "top"},
     )  # fmt: skip
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     return fig
 
 
-def _add_boxes(fig: go.Figure, rows: list[dict], name: str) -> None:
+def _legend_entry(name: str, style: dict) -> go.Scatter:
+    """A trace with no points: only its legend entry, for a shape or line drawn as layout."""
+    return go.Scatter(x=[None], y=[None], name=name, hoverinfo="skip", **style)
+
+
+def _add_boxes(fig: go.Figure, rows: list[dict], name: str, colour: str) -> None:
     """One box trace from precomputed quantiles (whiskers at q05/q95, not 1.5 IQR)."""
     fig.add_trace(
         go.Box(
@@ -60,66 +83,104 @@ def _add_boxes(fig: go.Figure, rows: list[dict], name: str) -> None:
             lowerfence=[row["q05"] for row in rows],
             upperfence=[row["q95"] for row in rows],
             mean=[row["mean"] for row in rows],
+            marker_color=colour,
         )
     )
 
 
-def alpha_figure(sweep: list[dict] | None = None, trained: list[dict] = (), sweep_label: str = "") -> go.Figure:
-    """Accuracy (left) and ECE (right) against α on a log axis.
+def log_ticks(values: list[float]) -> list[float]:
+    """Ticks for a log axis over `values`: 1, 2, 5 per decade, or only the decades when those are too many."""
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    decades = [10.0**power for power in range(low, high + 1)]
+    every = [round(step * decade, 12) for decade in decades for step in (1, 2, 5)]
+    inside = [tick for tick in every if min(values) / 1.5 <= tick <= max(values) * 1.5]
+    return inside if len(inside) <= MAX_LOG_TICKS else decades
+
+
+def tick_text(value: float) -> str:
+    """A tick as its full decimal number: 0.002, not 2 or 2e-3."""
+    return f"{value:.12f}".rstrip("0").rstrip(".")
+
+
+def alpha_figure(sweep: list[dict] | None = None, trained: list[dict] = (), sweep_label: str = "",
+                 sweep_series: Series | None = None, series: dict[str, Series] | None = None) -> go.Figure:  # fmt: skip
+    """Accuracy (left) and ECE (right) against α on a log axis with ticks at full numbers.
 
     sweep: `alpha_sweep` rows of one run: a line over the α values, and its exact-λ(C) row as a
-    dashed horizontal line. trained: `trained_alpha_rows` or `trained_alpha_groups`: diamonds, one
-    series per group; a row over several seeds has its t-interval as an error bar and its seeds as dots.
+    dashed horizontal line, in the colour of `sweep_series` (the run). trained:
+    `trained_alpha_rows` or `trained_alpha_groups`: markers in their method's colour (from
+    `series`: run name -> Series), one symbol per group; a row over several seeds has its
+    t-interval as an error bar and its seeds as dots in shades of that colour.
     """
-    fig = make_subplots(rows=1, cols=2, subplot_titles=[title for _, title in PANELS], horizontal_spacing=0.1)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[title for _, title in PANELS], horizontal_spacing=0.12)
     if sweep:
-        _add_sweep(fig, sweep, sweep_label)
+        _add_sweep(fig, sweep, sweep_label, color(sweep_series) if sweep_series else NEUTRAL)
     for index, group in enumerate(dict.fromkeys(row["group"] for row in trained)):
-        color = GROUP_COLORS[index % len(GROUP_COLORS)]
-        _add_trained(fig, [row for row in trained if row["group"] == group], group, color)
-    fig.update_xaxes(type="log", title_text="α (log scale)")
+        rows = [row for row in trained if row["group"] == group]
+        who = _method_series(rows[0], series)
+        _add_trained(fig, rows, group, who, GROUP_SYMBOLS[index % len(GROUP_SYMBOLS)])
+    alphas = [row["alpha"] for row in [*(sweep or []), *trained] if row["alpha"] != EXACT]
+    ticks = log_ticks(alphas) if alphas else []
+    fig.update_xaxes(type="log", title_text="α (log scale)", tickvals=ticks, ticktext=[tick_text(t) for t in ticks],
+                     automargin=True)  # fmt: skip
+    fig.update_yaxes(automargin=True)
     fig.update_yaxes(title_text="accuracy", col=1)
     fig.update_yaxes(title_text="ECE", col=2)
-    fig.update_layout(legend={"orientation": "h", "y": -0.25}, margin={"t": 40})
+    fig.update_layout(legend={"orientation": "h", "y": -0.3, "yanchor": "top"}, margin={"t": 40, "r": 20})
     return fig
 
 
-def _add_sweep(fig: go.Figure, sweep: list[dict], label: str) -> None:
+def _method_series(row: dict, series: dict[str, Series] | None) -> Series:
+    """The method's base colour for a row of trained runs: its first member's method, variant 0, no seed."""
+    first = (row.get("members") or [row])[0]
+    found = (series or {}).get(first.get("run"))
+    return Series(found.method) if found else Series("")
+
+
+def _add_sweep(fig: go.Figure, sweep: list[dict], label: str, colour: str) -> None:
     points = [row for row in sweep if row["alpha"] != EXACT]
     exact = next((row for row in sweep if row["alpha"] == EXACT), None)
     name = f"{SWEEP_NAME} · {label}" if label else SWEEP_NAME
+    span = [min(row["alpha"] for row in points), max(row["alpha"] for row in points)] if points else []
     for col, (metric, _) in enumerate(PANELS, start=1):
         fig.add_trace(
             go.Scatter(
                 x=[row["alpha"] for row in points], y=[row[metric] for row in points], mode="lines+markers",
-                name=name, legendgroup="sweep", showlegend=col == 1, line={"color": SWEEP_COLOR},
+                name=name, legendgroup="sweep", showlegend=col == 1, line={"color": colour},
                 hovertemplate="α=%{x:g}<br>" + metric + "=%{y:.4f}<extra></extra>",
             ),
             row=1, col=col,
         )  # fmt: skip
-        if exact is not None:
-            fig.add_hline(y=exact[metric], line_dash="dash", line_color=SWEEP_COLOR, row=1, col=col,
-                          annotation_text=EXACT_NAME, annotation_position="bottom right")  # fmt: skip
+        if exact is not None and span:  # a trace across the swept α, not a shape: it gets a legend entry
+            fig.add_trace(
+                go.Scatter(
+                    x=span, y=[exact[metric]] * 2, mode="lines", name=f"{EXACT_NAME} · {label}" if label else EXACT_NAME,
+                    legendgroup="exact", showlegend=col == 1, line={"color": colour, "dash": "dash"},
+                    hovertemplate=EXACT_NAME + ": " + metric + "=%{y:.4f}<extra></extra>",
+                ),
+                row=1, col=col,
+            )  # fmt: skip
 
 
-def _add_trained(fig: go.Figure, rows: list[dict], group: str, color: str) -> None:
-    """Diamonds at each row's α; a group of seeds' row gets its t-interval as an error bar, its seeds as dots."""
+def _add_trained(fig: go.Figure, rows: list[dict], group: str, who: Series, symbol: str) -> None:
+    """Markers at each row's α; a group of seeds' row gets its t-interval as an error bar, its seeds as dots."""
+    colour = color(who)
     for col, (metric, _) in enumerate(PANELS, start=1):
         fig.add_trace(
             go.Scatter(
                 x=[row["alpha"] for row in rows], y=[row[metric] for row in rows], mode="markers",
                 name=f"{TRAINED_NAME} · {group}", legendgroup=group, showlegend=col == 1,
-                marker={"size": 10, "symbol": "diamond", "color": color}, error_y=_error_bars(rows, metric, color),
+                marker={"size": 10, "symbol": symbol, "color": colour}, error_y=_error_bars(rows, metric, colour),
                 text=[_trained_hover(row, metric) for row in rows],
                 hovertemplate="%{text}<br>" + metric + "=%{y:.4f}<extra></extra>",
             ),
             row=1, col=col,
         )  # fmt: skip
-        _add_seeds(fig, rows, metric, group, color, col)
+        _add_seeds(fig, rows, metric, group, who, col)
 
 
-def _add_seeds(fig: go.Figure, rows: list[dict], metric: str, group: str, color: str, col: int) -> None:
-    """Each seed of the rows over several seeds as a small dot at its α: the values behind the mean and interval."""
+def _add_seeds(fig: go.Figure, rows: list[dict], metric: str, group: str, who: Series, col: int) -> None:
+    """Each seed of the rows over several seeds as a small dot at its α, in its seed's shade of the method's colour."""
     members = [member for row in rows if len(row.get("members", ())) > 1 for member in row["members"]]
     if not members:
         return
@@ -127,7 +188,7 @@ def _add_seeds(fig: go.Figure, rows: list[dict], metric: str, group: str, color:
         go.Scatter(
             x=[row["alpha"] for row in members], y=[row[metric] for row in members], mode="markers",
             name=f"{SEEDS_NAME} · {group}", legendgroup=group, showlegend=False,
-            marker={"size": 5, "color": color, "opacity": 0.6},
+            marker={"size": 5, "color": [color(Series(who.method, 0, row["seed"])) for row in members], "opacity": 0.7},
             text=[f"{row['label']} · seed {row['seed']}" for row in members],
             hovertemplate="%{text}<br>" + metric + "=%{y:.4f}<extra></extra>",
         ),

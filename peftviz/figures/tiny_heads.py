@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from peftviz.analysis.tiny_heads import MATRICES, SYMBOLS, AveragingTable, HeadWeights
+from peftviz.figures.palette import Series, color
 
 COLORSCALE = "RdBu_r"  # diverging: negative blue, zero white, positive red
 
@@ -77,6 +78,7 @@ def heads_figure(
         height=plot_height + 80 + 130,
         margin={"t": 80, "b": 130},
     )
+    fig.update_yaxes(automargin=True)
     return fig
 
 
@@ -123,10 +125,13 @@ def similarity_figure(similarity: np.ndarray, layer: int | None = None) -> go.Fi
     )
     where = f"layer {layer + 1}, " if layer is not None else ""
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(
-        title=f"Cosine similarity between heads ({where}[W_Q; W_K; W_V; O] concatenated)",
-        height=160 + 50 * len(labels),
+    fig.update_layout(  # two short title lines: the figure sits in a narrow column
+        title=f"Cosine similarity between heads<br><sup>{where}[W_Q; W_K; W_V; O] concatenated</sup>",
+        height=180 + 50 * len(labels),
+        margin={"t": 80, "r": 20, "l": 70},  # automargin fits "head 1" to the pixel; a little more room
     )
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     return fig
 
 
@@ -136,11 +141,17 @@ def _split_values(table: AveragingTable, metric: str, column: str) -> list:
     return [rows[f"{split} {metric}"][column] for split in ("validation", "test")]
 
 
-def averaging_figure(table: AveragingTable) -> go.Figure:
-    """Grouped bars: accuracy (left) and ECE (right) on validation and test, before vs after averaging."""
+def averaging_figure(table: AveragingTable, series: Series | None = None, label: str = "") -> go.Figure:
+    """Grouped bars: accuracy (left) and ECE (right) on validation and test, before vs after averaging.
+
+    Both bars take the run's palette colour (`series`: its method, variant and seed), so the run
+    looks the same here as on the Calibration page; "after" is hatched. Values are written on the
+    bars to four decimals.
+    """
     fig = make_subplots(rows=1, cols=2, subplot_titles=("accuracy", "ECE"))
     columns = ("before",) if table.kind == "not averaged" else ("before", "after")
-    colours = {"before": "#636efa", "after": "#ef553b"}
+    colour = color(series) if series else "#636efa"
+    patterns = {"before": {}, "after": {"shape": "/", "fillmode": "overlay", "fgcolor": "white", "solidity": 0.4}}
     for col, metric in enumerate(("accuracy", "ECE"), start=1):
         for column in columns:
             values = _split_values(table, metric, column)
@@ -149,13 +160,16 @@ def averaging_figure(table: AveragingTable) -> go.Figure:
                     x=["validation", "test"],
                     y=values,
                     name=f"{column} averaging",
-                    marker_color=colours[column],
-                    text=[f"{v:.3f}" if v is not None else "" for v in values],
+                    marker={"color": colour, "pattern": patterns[column], "line": {"color": "#333", "width": 1}},
+                    text=[f"{v:.4f}" if v is not None else "" for v in values],
                     legendgroup=column,
                     showlegend=col == 1,
                 ),
                 row=1,
                 col=col,
             )
-    fig.update_layout(barmode="group", title="Before vs after head averaging", height=340)
+    title = f"Before vs after head averaging · {label}" if label else "Before vs after head averaging"
+    fig.update_layout(barmode="group", title=title, height=360, margin={"t": 70, "r": 20})
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     return fig

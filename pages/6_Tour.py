@@ -1,0 +1,110 @@
+"""Tour: the papers' ideas in order, one figure from the store each, large enough for a projector.
+
+← and → (or the buttons) step through; `?step=N` links to a step. The steps' text and which runs
+they draw live in `peftviz.tour`; this page only draws them.
+"""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from peftviz import appkit, tour
+from peftviz.analysis import attention, kernel, tiny_heads
+from peftviz.analysis import calibration as calibration_analysis
+from peftviz.figures import attention as attention_figures
+from peftviz.figures import calibration as calibration_figures
+from peftviz.figures import kernel as kernel_figures
+from peftviz.figures import palette
+from peftviz.figures import tiny_heads as tiny_figures
+from peftviz.figures.tour import presentable, trainable_figure
+
+# projector legibility: larger body text and equations, less chrome
+PROJECTOR_CSS = """<style>
+.stMainBlockContainer { max-width: 1500px; padding-top: 2rem; }
+.stMainBlockContainer p { font-size: 1.45rem; line-height: 1.5; }
+.stMainBlockContainer h1 { font-size: 2.6rem; }
+.stMainBlockContainer .katex { font-size: 1.55em; }
+</style>"""
+
+st.set_page_config(page_title="peftviz · Tour", layout="wide", initial_sidebar_state="collapsed")
+st.markdown(PROJECTOR_CSS, unsafe_allow_html=True)
+
+
+def go_to(index: int) -> None:
+    st.query_params["step"] = str(index + 1)
+
+
+def prefixes_figure(runs, in_store):
+    rows = [{"label": run.label, "trainable": run.parameters["trainable"], "total": run.parameters["total"],
+             "color": palette.color(in_store[run.name])} for run in runs]  # fmt: skip
+    return trainable_figure(sorted(rows, key=lambda row: -row["trainable"]))
+
+
+def attention_figure(runs, in_store):
+    run = runs[0]
+    text = appkit.per_run(attention.validation_split, run)[0][0]
+    doc = appkit.per_run(_document_attention, run, text, spinner="Reading a document's attention…", heavy=True)
+    title = f"λ(C) per layer and head · {run.label} · its first validation document"
+    return attention_figures.prefix_mass_grid_figure(attention.prefix_mass_grid(doc), title=title)
+
+
+def _document_attention(run, text):
+    model, tokenizer = appkit.trained_model(run)
+    return attention.document_attention(model, tokenizer, text, run.config.max_length)
+
+
+def _lambda_rows(run):
+    model, tokenizer = appkit.trained_model(run)
+    return kernel.lambda_summary(kernel.run_lambda_distribution(run, model, tokenizer))
+
+
+def kernel_figure(runs, in_store):
+    run = runs[0]
+    rows = appkit.per_run(_lambda_rows, run, spinner=f"λ(C) on {kernel.N_LAMBDA_DOCS} validation documents…")
+    return kernel_figures.lambda_figure(rows, False, kernel.fixed_alpha(run))
+
+
+def calibration_figure(runs, in_store):
+    names = calibration_analysis.display_names(runs)
+    curves = pd.concat([appkit.per_run(calibration_analysis.ece_over_epochs, run, 10, "width", 200, names[run.name])
+                        for run in runs])  # fmt: skip
+    series = {names[run.name]: in_store[run.name] for run in runs}
+    return calibration_figures.ece_over_epochs_figure(
+        curves, "width", 10, "95% bootstrap interval over the validation examples", None, series
+    )
+
+
+def averaging_figure(runs, in_store):
+    layers = appkit.per_run(tiny_heads.head_weights, runs[0], spinner="Reading the adapters' weights…")
+    similarities = [tiny_heads.head_similarity(weights) for weights in layers]
+    off_diagonal = [sim[~np.eye(len(sim), dtype=bool)].mean() for sim in similarities]
+    layer = int(np.argmin(off_diagonal))  # where the heads became most different
+    return tiny_figures.similarity_figure(similarities[layer], layer)
+
+
+FIGURES = {"prefixes": prefixes_figure, "attention": attention_figure, "kernel": kernel_figure,
+           "calibration": calibration_figure, "averaging": averaging_figure}  # fmt: skip
+
+index = tour.step_index(st.query_params.get("step", 1))
+step = tour.STEPS[index]
+back, heading, forward = st.columns([1, 10, 1], vertical_alignment="center")
+back.button("←", key="tour_back", shortcut="Left", disabled=index == 0, on_click=go_to, args=(index - 1,),
+            help="previous step (← key)")  # fmt: skip
+forward.button("→", key="tour_next", shortcut="Right", disabled=index == len(tour.STEPS) - 1, on_click=go_to,
+               args=(index + 1,), help="next step (→ key)")  # fmt: skip
+heading.title(f"{index + 1} / {len(tour.STEPS)} · {step.title}")
+st.markdown(step.text)
+st.latex(step.equation)
+
+runs = appkit.runs(usable_only=True)
+picked = step.pick(runs)
+if not picked:
+    st.info(f"The store has no run for this step yet. {step.missing}")
+    st.stop()
+try:
+    figure = FIGURES[step.key](picked, palette.store_series(runs))
+except appkit.PeftvizError as err:
+    appkit.show_error(err)
+    st.stop()
+appkit.chart(presentable(figure), f"tour_{step.key}")
+st.caption(" · ".join(f"step {i + 1}: {s.title.split(':')[0]}" for i, s in enumerate(tour.STEPS)))

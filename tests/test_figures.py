@@ -1,0 +1,183 @@
+"""The figures read right at a glance: bars reach their values, one colour per method whatever is
+selected, exact numbers in titles, nothing drawn at the very edge of an axis, colour scales fitted
+to the data. Pure figure functions on small made-up inputs; the browser test checks the drawing."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from peftviz.analysis.calibration import BIN_COLUMNS
+from peftviz.figures import attention, calibration, kernel, palette, tiny_heads
+from peftviz.figures.palette import Series
+from peftviz.methods import METHODS
+
+
+def bins_table(rows, scheme="width", run="r", epoch=2) -> pd.DataFrame:
+    """A per-bin table from (lower, upper, count, confidence, accuracy) rows."""
+    frame = pd.DataFrame(rows, columns=["lower", "upper", "count", "confidence", "accuracy"])
+    frame["gap"] = frame["accuracy"] - frame["confidence"]
+    frame["run"], frame["epoch"], frame["scheme"], frame["bin"] = run, epoch, scheme, range(len(frame))
+    return frame[list(BIN_COLUMNS)]
+
+
+# an under-confident bin (acc 1.0 at conf 0.59), an over-confident one, an empty one
+TABLE = bins_table([(0.5, 0.6, 10, 0.59, 1.0), (0.6, 0.7, 20, 0.65, 0.4), (0.7, 0.8, 0, np.nan, np.nan)])
+
+
+def trace(fig, name):
+    return next(t for t in fig.data if t.name == name)
+
+
+# ---------------------------------------------------------------- reliability diagrams
+
+
+def test_an_under_confident_bins_accuracy_bar_reaches_its_accuracy():
+    fig = calibration.reliability_figure(TABLE)
+    accuracy = trace(fig, "accuracy")
+    assert accuracy.y[0] == 1.0 and accuracy.base is None  # from 0 to the accuracy, not to the confidence
+    under, over = trace(fig, calibration.UNDER_NAME), trace(fig, calibration.OVER_NAME)
+    # the gap runs from the confidence up to the accuracy, beside the accuracy bar, not over it
+    assert under.base[0] == pytest.approx(0.59) and under.base[0] + under.y[0] == pytest.approx(1.0)
+    assert over.base[1] == pytest.approx(0.4) and over.base[1] + over.y[1] == pytest.approx(0.65)
+    assert under.y[1] is None and over.y[0] is None and under.y[2] is over.y[2] is None
+    left_of_gap = [o + w for o, w in zip(accuracy.offset, accuracy.width)]
+    assert all(end < gap_start for end, gap_start in zip(left_of_gap, under.offset))  # side by side
+    assert under.marker.pattern.shape == "/" and not over.marker.pattern.shape  # two styles, both in the legend
+    assert under.marker.color != over.marker.color and under.showlegend and over.showlegend
+
+
+def test_reliability_title_shows_the_ece_to_four_decimals():
+    table = bins_table([(0.0, 0.5, 100, 0.3, 0.3355), (0.5, 1.0, 0, np.nan, np.nan)])
+    fig = calibration.reliability_figure(table)
+    assert "ECE = 0.0355" in fig.layout.title.text
+    recalibrated = fig.layout.title.text.split("<br>")
+    assert all(len(line.replace("<sup>", "").replace("</sup>", "")) <= 45 for line in recalibrated)  # fits a third
+
+
+def test_the_confidence_axis_reaches_past_zero_and_one():
+    fig = calibration.reliability_figure(TABLE)
+    for axis in (fig.layout.xaxis, fig.layout.xaxis2, fig.layout.yaxis):
+        low, high = axis.range
+        assert low < 0 and high > 1 and high - 1 >= 0.01
+    assert fig.layout.xaxis2.automargin and fig.layout.yaxis.automargin
+
+
+def test_equal_mass_bins_sit_on_a_rank_axis_labelled_with_their_confidence():
+    confidence = [0.3, 0.95, 0.96, 0.97, 0.98, 0.985, 0.99, 0.995]
+    table = bins_table([(c - 0.001, c + 0.001, 5, c, min(1.0, c + 0.01)) for c in confidence], scheme="mass")
+    fig = calibration.reliability_figure(table)
+    assert list(trace(fig, "accuracy").x) == list(range(8))  # equally spaced, whatever the confidences
+    reference = trace(fig, "perfect calibration")
+    assert list(reference.x) == list(range(8)) and list(reference.y) == confidence
+    axis = fig.layout.xaxis2
+    assert axis.range[0] < 0 and axis.range[1] > 7 and "rank" in axis.title.text
+    assert list(axis.ticktext) == [f"{confidence[i]:.3f}" for i in axis.tickvals]
+
+
+# ---------------------------------------------------------------- one palette
+
+
+def fake_run(name, method, label="", seed=0):
+    return SimpleNamespace(name=name, config=SimpleNamespace(method=method), label=label or method, seed=seed)
+
+
+STORE = [
+    fake_run("a", "fine-tuning"),
+    fake_run("b", "tiny-attention", "tiny-attention 1H"),
+    fake_run("c", "tiny-attention", "tiny-attention 4H averaged"),
+    fake_run("d", "prefix-tuning"),
+    fake_run("e", "prefix-tuning", seed=1),
+]
+
+
+def test_a_method_keeps_its_colour_whatever_the_store_order_and_selection():
+    forward, backward = palette.store_series(STORE), palette.store_series(STORE[::-1])
+    assert forward == backward
+    colours = {name: palette.color(series) for name, series in forward.items()}
+    assert colours["a"] == palette.color(Series("fine-tuning"))  # the method itself: its base colour
+    assert colours["b"] != colours["c"]  # two variants of one method: two shades
+    assert colours["d"] != colours["e"] and colours["d"] == palette.color(Series("prefix-tuning"))  # seeds: shades
+    assert len({palette.color(Series(method)) for method in METHODS}) == len(METHODS)
+
+
+def test_a_method_outside_the_registry_gets_a_stable_colour():
+    assert palette.method_index("new-method") == palette.method_index("new-method") >= len(METHODS)
+    assert palette.color(Series("new-method")).startswith("#")
+
+
+def curves(names):
+    return pd.concat(
+        pd.DataFrame({"run": name, "epoch": [1, 2], "ece": [0.1, 0.05], "low": [0.05, 0.02], "high": [0.15, 0.08]})
+        for name in names
+    )
+
+
+def test_the_same_method_has_the_same_colour_in_two_selection_orders():
+    series = {"ft": Series("fine-tuning"), "pt": Series("prefix-tuning"), "tiny 4H": Series("tiny-attention", 1)}
+    first = calibration.ece_over_epochs_figure(curves(["ft", "pt", "tiny 4H"]), "width", 10, "band", series=series)
+    second = calibration.ece_over_epochs_figure(curves(["tiny 4H", "ft"]), "width", 10, "band", series=series)
+    for name in ("ft", "tiny 4H"):
+        assert trace(first, name).line.color == trace(second, name).line.color == palette.color(series[name])
+    assert trace(first, "ft").line.color != trace(first, "pt").line.color
+
+
+def test_ece_over_epochs_draws_one_panel_per_unit_on_shared_axes():
+    fig = calibration.ece_over_epochs_figure(curves(["a", "b", "c", "d"]), "width", 10, "band", epoch=2)
+    axes = {(t.xaxis, t.yaxis) for t in fig.data if t.name in "abcd"}
+    assert len(axes) == 4  # a panel each
+    assert [a.text for a in fig.layout.annotations] == ["a", "b", "c", "d"]
+    y_axes = [fig.layout[f"yaxis{i or ''}"] for i in range(5) if i != 1]
+    assert len({axis.matches for axis in y_axes if axis.matches}) == 1  # one shared ECE scale
+    assert len([s for s in fig.layout.shapes if s.x0 == 2]) == 4  # the chosen epoch in every panel
+
+
+def test_kernel_and_tiny_attention_figures_use_the_methods_colour():
+    trained = [{"alpha": 0.01, "accuracy": 0.5, "ece": 0.1, "label": "k", "run": "k1", "group": "g",
+                "learned_alpha": None, "seed": 0}]  # fmt: skip
+    fig = kernel.alpha_figure(None, trained, series={"k1": Series("kernel-prefix-propagation", 2, 0)})
+    assert fig.data[0].marker.color == palette.color(Series("kernel-prefix-propagation"))
+    table = SimpleNamespace(kind="averaged", rows=[{"quantity": f"{split} {metric}", "before": 0.5, "after": 0.4}
+                                                   for split in ("validation", "test") for metric in ("accuracy", "ECE")])  # fmt: skip
+    bars = tiny_heads.averaging_figure(table, Series("tiny-attention", 1), "tiny-attention 4H averaged")
+    assert {t.marker.color for t in bars.data} == {palette.color(Series("tiny-attention", 1))}
+    assert "tiny-attention 4H averaged" in bars.layout.title.text and bars.data[0].text[0] == "0.5000"
+
+
+# ---------------------------------------------------------------- kernel, attention
+
+
+def test_alpha_ticks_are_full_numbers_at_one_two_five():
+    ticks = kernel.log_ticks([1e-3, 4e-2])
+    assert ticks == [0.001, 0.002, 0.005, 0.01, 0.02, 0.05]
+    assert [kernel.tick_text(t) for t in ticks] == ["0.001", "0.002", "0.005", "0.01", "0.02", "0.05"]
+    assert kernel.log_ticks([1e-5, 1.0]) == [1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]  # many decades: decades only
+    fig = kernel.alpha_figure(None, [{"alpha": a, "accuracy": 0.5, "ece": 0.1, "label": "k", "run": "k", "group": "g",
+                                      "learned_alpha": None} for a in (1e-3, 1e-2, 4e-2)])  # fmt: skip
+    assert list(fig.layout.xaxis.ticktext) == ["0.001", "0.002", "0.005", "0.01", "0.02", "0.05"]
+    assert not fig.layout.annotations or all("λ" not in a.text for a in fig.layout.annotations)
+
+
+def test_lambda_per_head_colours_are_distinct_for_twelve_heads():
+    rows = [{"layer": 0, "head": h, "q05": 0.0, "q25": 0.01, "median": 0.02, "q75": 0.03, "q95": 0.05, "mean": 0.02}
+            for h in range(12)] + [{"layer": 0, "head": None, "q05": 0, "q25": 0.01, "median": 0.02, "q75": 0.03,
+                                    "q95": 0.05, "mean": 0.02}]  # fmt: skip
+    fig = kernel.lambda_figure(rows, per_head=True, alpha=0.01)
+    boxes = [t for t in fig.data if t.type == "box"]
+    assert len(boxes) == 12 and len({t.marker.color for t in boxes}) == 12
+    assert fig.layout.yaxis.range[1] == pytest.approx(1.1 * 0.05)  # fitted, not 0–1
+    assert not fig.layout.annotations  # the grid and α are legend entries, not text over the boxes
+    assert {t.name for t in fig.data if t.type == "scatter"} == {kernel.GRID_NAME, "this run's α = 0.01"}
+
+
+def test_the_lambda_grid_colour_scale_is_fitted_and_stated():
+    grid = np.array([[0.01, 0.3], [0.05, 0.2]])
+    heatmap = attention.prefix_mass_grid_figure(grid).data[0]
+    assert (heatmap.zmin, heatmap.zmax) == (0, 0.3) and "0–0.300" in heatmap.colorbar.title.text
+
+
+def test_token_heatmap_title_names_its_layer_and_head():
+    fig = attention.token_heatmap_figure(np.full((2, 3), 0.2), ["a", "b"], ["x", "y", "z"], 0, "tokens 0–1", 2, 4)
+    assert fig.layout.title.text == "Layer 3, head 5: tokens 0–1"
+    assert fig.data[0].zmax == pytest.approx(0.2)
