@@ -1,11 +1,58 @@
 """Home: what peftviz is, and the runs in the store."""
 
+import os
+
 import streamlit as st
 
 from peftviz import appkit
 from peftviz.config import METHOD_SETS, PRESETS, comparison, over_seeds
 from peftviz.methods import describe_methods
-from peftviz.runs import group_row, group_runs, run_row, store_dir
+from peftviz.runs import group_row, group_runs, measured_minutes, run_row, store_dir
+
+# the runs table fits a 1400-pixel window: the group key and parameter count are left to the groups
+# table and the CLI; the run folder (for `train --resume`) comes last, cut with its full name on hover
+RUN_COLUMNS = ("method", "seed", "status", "epochs", "best accuracy", "ECE", "test accuracy", "trainable %",
+               "dataset", "model", "run")  # fmt: skip
+RUN_COLUMN_CONFIG = {
+    "method": st.column_config.TextColumn(width=150),
+    "seed": st.column_config.NumberColumn(width=45),
+    "status": st.column_config.TextColumn(width=90),
+    "epochs": st.column_config.TextColumn(width=55),
+    "best accuracy": st.column_config.NumberColumn("val acc", format="%.3f", width=65, help="best epoch's validation accuracy"),
+    "ECE": st.column_config.NumberColumn("val ECE", format="%.3f", width=65, help="best epoch's validation ECE"),
+    "test accuracy": st.column_config.NumberColumn("test acc", format="%.3f", width=65),
+    "trainable %": st.column_config.NumberColumn("trainable %", format="%.2f", width=85),
+    "dataset": st.column_config.TextColumn(width=90),
+    "model": st.column_config.TextColumn(width=80),
+    "run": st.column_config.TextColumn("run folder", width=150),
+}  # fmt: skip
+
+
+def status_note(runs) -> str:
+    """What the statuses mean, for those the table shows: training (a live writer) is not incomplete."""
+    statuses = {run.status for run in runs}
+    notes = []
+    if "training" in statuses:
+        notes.append("Training runs are being written now; their finished epochs load.")
+    if "incomplete" in statuses:
+        notes.append("Incomplete runs were stopped (their writer is gone); their finished epochs load, and "
+                     "`python -m peftviz train --resume RUN` continues one.")  # fmt: skip
+    return " ".join(notes)
+
+
+def quick_time_note(runs) -> str:
+    """How long a quick run takes: measured on this store's finished quick runs when there are any,
+    else the figure measured for the README, with the machine it was measured on."""
+    settings = {name: PRESETS["quick"][name] for name in ("model", "limit", "max_length", "epochs", "batch_size")}
+    found = measured_minutes(runs, settings)
+    if not found:
+        return ("Measured at 1.6 to 2.5 minutes per run on 2 CPU cores (the README's machine); no quick run has "
+                f"finished in this store yet to time this one ({os.cpu_count()} CPU cores).")  # fmt: skip
+    minutes = sorted(m for m, _ in found)
+    where = sorted({w for _, w in found})
+    return (f"{minutes[0]:.1f} to {minutes[-1]:.1f} minutes per run ({len(found)} quick run(s) of this store, "
+            f"trained on {'; '.join(where)}), plus loading.")  # fmt: skip
+
 
 appkit.page(
     "peftviz",
@@ -23,14 +70,10 @@ if runs:
         [run_row(run) for run in runs],
         hide_index=True,
         width="stretch",
-        column_config={
-            "best accuracy": st.column_config.NumberColumn(format="%.3f"),
-            "ECE": st.column_config.NumberColumn(format="%.3f"),
-            "test accuracy": st.column_config.NumberColumn(format="%.3f"),
-            "trainable %": st.column_config.NumberColumn(format="%.2f"),
-        },
+        column_order=RUN_COLUMNS,
+        column_config=RUN_COLUMN_CONFIG,
     )
-    st.caption(f"{len(runs)} run(s) in `{store_dir()}`. Incomplete runs were stopped; their finished epochs load.")
+    st.caption(f"{len(runs)} run(s) in `{store_dir()}`. {status_note(runs)}")
     groups = group_runs(runs)
     if any(len(group.runs) > 1 for group in groups):
         st.subheader("Groups of seeds")
@@ -47,7 +90,7 @@ with st.expander("Train the quick comparison", expanded=not runs):
     st.markdown(
         f"{len(configs)} runs on the offline MiniLM and bbc-news ({quick['limit']:,} training documents, "
         f"{quick['max_length']} tokens, {quick['epochs']} epochs): {', '.join(config.name for config in configs)}. "
-        "About 2 minutes per run on 2 CPU cores (1.6 to 2.5 measured)."
+        + quick_time_note(runs)
     )
     n_seeds = int(st.number_input(
         "Training seeds", 1, 10, 1, help="each method once per seed (0, 1, …) on the same split; with two or more "

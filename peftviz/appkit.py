@@ -21,10 +21,20 @@ from peftviz.errors import PeftvizError
 from peftviz.figures.export import IMAGE_FORMATS, figure_table, file_stem, toolbar_config
 from peftviz.inference import load_trained
 from peftviz.jobs import JobManager
-from peftviz.runs import Group, Run, list_runs, run_signature, store_dir, store_signature
+from peftviz.runs import (
+    Group,
+    Run,
+    data_changed,
+    list_runs,
+    refreshed,
+    run_labels,
+    run_signature,
+    store_dir,
+    store_signature,
+)
 
-__all__ = ["PeftvizError", "chart", "job_panel", "options_form", "page", "per_run", "pick_run", "runs",
-           "show_error", "trained_model"]  # fmt: skip
+__all__ = ["PeftvizError", "chart", "data_changed", "job_panel", "options_form", "page", "per_run", "pick_run",
+           "refused", "runs", "show_error", "trained_model"]  # fmt: skip
 
 IMAGE_FORMAT_KEY = "chart_image_format"
 
@@ -60,7 +70,7 @@ def _runs(root: str, signature: tuple) -> list[Run]:
 def runs(usable_only: bool = False) -> list[Run]:
     """The store's runs (cached until the store changes). usable_only: skip corrupt and epoch-less runs."""
     root = store_dir()
-    found = _runs(str(root), store_signature(root))
+    found = [refreshed(run) for run in _runs(str(root), store_signature(root))]  # a killed writer: incomplete
     if usable_only:
         found = [run for run in found if run.status != "corrupt" and run.metrics]
     return found
@@ -100,15 +110,30 @@ def trained_model(run: Run):
     return per_run(load_trained, run, spinner="Loading the trained model…", heavy=True)
 
 
+class PageJobManager(JobManager):
+    """The server's JobManager, which notes the page a job was started from (see `job_panel`)."""
+
+    def start(self, configs, runs_dir, origin: str | None = None):
+        return super().start(configs, runs_dir, current_page() if origin is None else origin)
+
+
 @st.cache_resource(show_spinner=False)
 def job_manager() -> JobManager:
     """One per server: every tab sees the same training job."""
-    return JobManager()
+    return PageJobManager()
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _run_labels(root: str, signature: tuple) -> dict[str, str]:
+    return run_labels(runs())
 
 
 def run_label(run: Run) -> str:
-    """A run with its training seed, so the members of a group (runs differing only in the seed) are told apart."""
-    return f"{run.label} · seed {run.seed} · {run.config.dataset} · {run.name[-6:]}"
+    """A run named by its method, seed and what sets it apart from the store's other runs of that
+    method (`runs.run_labels`): a picker's entries differ by what differs, not by a hash."""
+    root = store_dir()
+    label = _run_labels(str(root), store_signature(root)).get(run.name)
+    return label or run_labels([run])[run.name]
 
 
 def pick_run(label: str, candidates: list[Run], key: str, help: str | None = None) -> Run | None:
@@ -131,33 +156,57 @@ def show_error(err: Exception) -> None:
     st.error(str(err).splitlines()[0] if str(err) else type(err).__name__)
 
 
-@st.fragment(run_every=1.0)
 def job_panel() -> None:
-    """Progress bars of the current training job, per run and epoch, redrawn every second.
+    """Progress bars of the current training job, per run and epoch, with the time taken and left.
 
-    The job trains in a server thread, so this panel may come and go with the page; when the job
-    ends the whole page reruns once, which picks up the new runs.
+    While a job runs, the panel is a fragment redrawn every second; otherwise it is drawn once with
+    the page and nothing reruns: an idle tab costs the server nothing (benchmarks/idle_cpu.py). When
+    the job ends, the whole page reruns once, which picks up the new runs. A finished job's bars show
+    only on the page that started it: elsewhere they would pass for that page's own job.
     """
     job = job_manager().current
-    if job is None:
-        return
+    if job is not None and job.status == "running":
+        _live_job_panel()
+    elif job is not None and job.origin in ("", current_page()):
+        _draw_job(job)
+
+
+@st.fragment(run_every=1.0)
+def _live_job_panel() -> None:
+    job = job_manager().current
+    if job is None or job.status != "running":
+        st.rerun()  # the job ended: the whole page, once, to list its runs and drop the timer
+    _draw_job(job)
+
+
+def _draw_job(job) -> None:
     if job.status == "running":
-        st.caption("Training in the background: you can switch pages and come back.")
+        st.caption(f"Training in the background ({job.timing()}): you can switch pages and come back.")
     for name in job.names:
         event = job.progress.get(name)
         text = name if event is None else f"{name}: epoch {event.epoch}/{event.epochs}, {event.phase}"
-        st.progress(job.fraction_done(name), text=text)
+        timing = job.timing(name)
+        st.progress(job.fraction_done(name), text=f"{text} · {timing}" if timing else text)
     if job.status == "failed":
         st.error(f"Training stopped: {job.error}")
-    was_running = st.session_state.get("job_was_running", False)
-    st.session_state["job_was_running"] = job.status == "running"
-    if was_running and job.status != "running":
-        st.rerun()
+
+
+def current_page() -> str:
+    """An id of the page running now (Streamlit's page hash); "" outside a page run."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.pages_manager.current_page_script_hash if ctx is not None else ""
 
 
 def options_form(option_class, defaults: dict, key: str, only: tuple[str, ...] | None = None) -> dict:
     """One widget per field of an Options dataclass (or the fields in `only`), with its help text:
-    a select box for fields with choices, a checkbox, a number or a text box. Returns the chosen values."""
+    a select box for fields with choices, a checkbox, a number or a text box. Returns the chosen values.
+
+    Number fields get no min_value/max_value on purpose: Streamlit's browser widget refuses a value
+    outside them by marking the field and keeping the previous value, so the page would train with a
+    number the user did not choose. Every value is passed on as typed, and the Options class refuses
+    it with one sentence naming the setting and its range (`refused`), before anything starts."""
     help_text, types, choices = option_class.help(), option_class.types(), option_class.choices()
     values = {}
     for f in fields(option_class):
@@ -185,6 +234,16 @@ def options_form(option_class, defaults: dict, key: str, only: tuple[str, ...] |
             optional_and_empty = default is None and not text
             values[f.name] = None if optional_and_empty else text
     return values
+
+
+def refused(option_class, values: dict) -> str | None:
+    """The first number of a form outside its field's range: one sentence naming the setting and the
+    range (as the Options check words it), or None. Checked before a config is built from the form."""
+    bounds = option_class.bounds()
+    for name, value in values.items():
+        if name in bounds and isinstance(value, (int, float)) and value not in bounds[name]:
+            return f"{name} must be {bounds[name]}, not {value:g}; nothing was started"
+    return None
 
 
 def training_now() -> bool:

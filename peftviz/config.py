@@ -25,7 +25,7 @@ from peftviz.methods import method_class as find_method
 from peftviz.options import Options, option, shown
 
 # what config.json holds besides the settings: what the run found and recorded
-RECORD_ONLY = ("environment", "parameters", "label_names")
+RECORD_ONLY = ("environment", "parameters", "label_names", "data_sha256")
 
 
 # Bounds of the run settings (see options.py for how they are checked). Upper bounds are typo guards,

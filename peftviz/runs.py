@@ -9,11 +9,14 @@
     resume.safetensors          the training state at the end of the last epoch (`train --resume`);
                                 removed when the run completes
     summary.json                written last: status "complete" or "failed", params_epoch, test metrics
+    writer.lock                 while a process writes the run: its pid and host, locked (flock) by it
+                                and touched every HEARTBEAT_S; removed when the run ends
 
 A run folder is created under a temporary name and renamed into the store with its config.json,
 and every file is written to a temporary name, flushed and renamed into place, so a reader never
 sees half a file or a folder without settings. An epoch shows only once all its files are in
-place (see `RunWriter`): a run killed at any moment lists as "incomplete" with its finished epochs.
+place (see `RunWriter`): a run killed at any moment lists as "incomplete" with its finished epochs,
+and a run whose writer is alive as "training" (see `writer_alive`).
 Every read is checked against the schema (`peftviz.schema`); a folder that violates it lists as
 "corrupt" with the file and field named. Nothing is read with pickle: JSON, npz with
 allow_pickle=False, and safetensors.
@@ -24,17 +27,26 @@ settings is in `Run.record`. This module imports no torch: listing runs stays li
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import socket
+import stat
+import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # Windows: only the heartbeat tells a live writer
+    fcntl = None
 
 from peftviz import schema
 from peftviz.config import TrainConfig
@@ -45,8 +57,10 @@ from peftviz.paths import store_dir
 if TYPE_CHECKING:
     from torch import Tensor
 
-STATUSES = ("complete", "incomplete", "failed", "corrupt")
-PARAMS_FILE, RESUME_FILE = "params.safetensors", "resume.safetensors"
+STATUSES = ("complete", "training", "incomplete", "failed", "corrupt")
+PARAMS_FILE, RESUME_FILE, LOCK_FILE = "params.safetensors", "resume.safetensors", "writer.lock"
+# a writer on another host cannot be asked through the lock: it is alive while it touches the file
+HEARTBEAT_S, HEARTBEAT_STALE_S = 30.0, 180.0
 # a writer may finish an epoch while a reader reads its files one by one: what disagrees then is read again
 READ_ATTEMPTS = 3
 __all__ = ["Group", "Run", "RunError", "RunWriter", "atomic_write", "group_runs", "list_runs", "load_run", "store_dir"]
@@ -75,18 +89,96 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+class WriterLock:
+    """Says a process is writing this run, in a form that ends with the process, even on SIGKILL: an
+    flock held on writer.lock, which the kernel drops with the process. The file also names the pid
+    and host, and its mtime is touched every HEARTBEAT_S, for readers on another host (a network
+    file system may not share the lock). Taken before the folder is renamed into the store, so no
+    reader sees a new run without it."""
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / LOCK_FILE
+        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        if fcntl is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)  # blocking: a reader holds its test lock for microseconds
+        os.ftruncate(self._fd, 0)
+        os.write(
+            self._fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode()
+        )
+        self._stop = threading.Event()
+        threading.Thread(target=self._beat, daemon=True, name="peftviz-heartbeat").start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            with contextlib.suppress(OSError, TypeError):  # TypeError: released meanwhile (fd None)
+                os.utime(self._fd)
+
+    def moved(self, folder: Path) -> None:
+        """The folder was renamed (into the store): the lock (held on the open file) stays."""
+        self.path = Path(folder) / LOCK_FILE
+
+    def release(self) -> None:
+        """Remove the file, then drop the lock; the run's own files say how it ended."""
+        if self._fd is None:
+            return
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        os.close(self._fd)
+        self._fd = None
+
+
+def writer_alive(folder: Path) -> bool:
+    """Whether a process is writing the run folder now: its writer.lock is locked (same host), or
+    touched within HEARTBEAT_STALE_S (a writer on another host). Never raises: a missing, odd or
+    unreadable file means no writer."""
+    try:
+        fd = os.open(Path(folder) / LOCK_FILE, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        host = _lock_host(os.read(fd, 4096))
+        if fcntl is None or host not in (None, socket.gethostname()):
+            return time.time() - info.st_mtime < HEARTBEAT_STALE_S
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released when fd closes
+        except BlockingIOError:
+            return True
+        return False
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _lock_host(content: bytes) -> str | None:
+    """The host a writer.lock names; None when it names none (being written, or damaged)."""
+    try:
+        host = json.loads(content).get("host")
+    except (ValueError, AttributeError):
+        return None
+    return host if isinstance(host, str) else None
+
+
 class RunWriter:
     """Writes one run folder as training goes.
 
     An epoch is written in the order its reader needs: predictions, the metrics line, the state to
     resume from, and (if it is the new best) the parameters, whose metadata names the epoch. A
     reader shows an epoch only once all of these are in place (`_committed_epochs`), so a kill at
-    any moment leaves a run that is complete or incomplete, never one that lies.
+    any moment leaves a run that is complete or incomplete, never one that lies. While it writes,
+    it holds the run's `WriterLock`: the run lists as "training"; `close` (or the process's end) drops it.
     """
 
-    def __init__(self, path: Path, metrics: list[dict] | None = None):
+    takes_lock = True
+
+    def __init__(self, path: Path, metrics: list[dict] | None = None, lock: WriterLock | None = None):
         self.path = path
         self.metrics: list[dict] = list(metrics or [])
+        self._lock = lock or (WriterLock(path) if self.takes_lock else None)
 
     @classmethod
     def create(cls, root: Path, config: TrainConfig, recorded: dict) -> RunWriter:
@@ -97,9 +189,12 @@ class RunWriter:
         name = f"{_slug(config.name)}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         building = temporary_name(root / name)
         (building / "predictions").mkdir(parents=True)
+        lock = WriterLock(building) if cls.takes_lock else None
         _write_json(building / "config.json", {**config.to_dict(), **recorded})
         os.replace(building, root / name)
-        return cls(root / name)
+        if lock:
+            lock.moved(root / name)
+        return cls(root / name, lock=lock)
 
     def write_epoch(self, record: dict, probs: np.ndarray, labels: np.ndarray) -> None:
         """Predictions first, then the metrics line: a listed epoch always has its predictions."""
@@ -131,14 +226,24 @@ class RunWriter:
         """summary.json last; then the resume state, which a complete run no longer needs."""
         _write_json(self.path / "summary.json", {"status": "complete", **summary})
         (self.path / RESUME_FILE).unlink(missing_ok=True)
+        self.close()
 
     def fail(self, error: str, summary: dict | None = None) -> None:
         _write_json(self.path / "summary.json", {"status": "failed", "error": error, **(summary or {})})
+        self.close()
+
+    def close(self) -> None:
+        """Stop saying "training": the run ended, or its writer gives up (an error: incomplete)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
 
 class FollowerWriter(RunWriter):
     """The run as a process other than the main one of a data-parallel launch keeps it: the metrics
     in memory (every process computes the same, from predictions gathered from all), no files."""
+
+    takes_lock = False
 
     def _write_metrics(self) -> None:
         pass
@@ -357,6 +462,14 @@ def load_run(path: Path) -> Run:
     return Run(path, "corrupt", config, error=error, record=record)
 
 
+def refreshed(run: Run) -> Run:
+    """The run with its status as of now: a listing kept while its writer lived says "training";
+    once the writer is gone (killed: no file of the run changes), it is "incomplete"."""
+    if run.status == "training" and not writer_alive(run.path):
+        return replace(run, status="incomplete")
+    return run
+
+
 def _stored_config(record) -> TrainConfig:
     """config.json's settings as a TrainConfig and its record checked; Corrupt names the setting."""
     try:
@@ -388,7 +501,7 @@ def _read_progress(run: Run) -> None:
         sizes.add(schema.predictions_header(path / "predictions" / f"epoch_{line['epoch']}.npz", n_classes))
     if len(sizes) > 1:
         raise schema.Corrupt("predictions", f"epochs hold different numbers of examples: {sorted(sizes)}")
-    run.status = run.summary.get("status", "incomplete")
+    run.status = run.summary.get("status") or ("training" if writer_alive(path) else "incomplete")
     run.error = run.summary.get("error", "")
 
 
@@ -501,3 +614,90 @@ def run_row(run: Run) -> dict:
         "trainable": trainable,
         "trainable %": 100 * trainable / params["total"] if trainable and params.get("total") else None,
     }
+
+
+# ---------------------------------------------------------------- what pages say about runs
+
+
+def data_changed(run: Run) -> str | None:
+    """One sentence when the data under the run's dataset name is no longer what the run trained on
+    (its recorded `data_sha256`), so a page showing its documents says they come from the data as
+    it is now. None when it is the same, or the run recorded no hash (older runs, hub data)."""
+    recorded = run.record.get("data_sha256")
+    if not recorded or run.config is None:
+        return None
+    from peftviz.uploads import data_sha256  # reads the data's files; `datasets` loads here
+
+    now = data_sha256(run.config.dataset)
+    if now == recorded:
+        return None
+    if now is None:
+        return f"The data run {run.name} trained on ({run.config.dataset}) can no longer be read."
+    return (f"The data at {run.config.dataset} has changed since run {run.name} trained on it: the documents "
+            "shown come from the data as it is now.")  # fmt: skip
+
+
+SHORT_NAMES = {"learning_rate": "lr", "n_heads": "heads", "max_length": "length", "batch_size": "batch", "data_seed": "split seed",
+               "effective_batch_size": "effective batch", "gradient_checkpointing": "checkpointing"}  # fmt: skip
+
+
+def _label_settings(config: TrainConfig) -> dict:
+    """The settings a picker may name: the run's and its method's (not links to other runs)."""
+    values = {k: v for k, v in config.to_dict().items() if k not in ("method", "label", "method_options", "seed")}
+    links = config.method_class.run_links
+    values.update({k: v for k, v in config.method_config.to_dict().items() if k not in links})  # defaults filled in
+    return values
+
+
+def _shown_setting(name: str, value) -> str:
+    if isinstance(value, float):
+        value = f"{value:g}"
+    elif isinstance(value, str) and ("/" in value or os.sep in value):
+        value = Path(value).name  # a data file or model folder: its name
+    return f"{SHORT_NAMES.get(name, name.replace('_', ' '))} {value}"
+
+
+def run_labels(runs: list[Run]) -> dict[str, str]:
+    """Picker labels, run folder name -> label: the method's label and seed, then the settings in
+    which the run differs from other runs of that label (lr, epochs, heads, data...); runs that
+    still read alike get their date, then their folder's hash. Names what differs, not a hash."""
+    by_label: dict[str, list[Run]] = {}
+    for run in runs:
+        by_label.setdefault(run.label, []).append(run)
+    labels = {}
+    for label, members in by_label.items():
+        settings = {run.name: _label_settings(run.config) if run.config else {} for run in members}
+        names = list(dict.fromkeys(name for values in settings.values() for name in values))
+        differing = [n for n in names if len({json.dumps(s.get(n), default=str) for s in settings.values()}) > 1]
+        for run in members:
+            parts = [label, f"seed {run.seed}", *(_shown_setting(n, settings[run.name].get(n)) for n in differing)]
+            labels[run.name] = " · ".join(parts)
+    for tie_breaker in (lambda run: run.created[:16].replace("T", " "), lambda run: run.name[-6:]):
+        _break_ties(runs, labels, tie_breaker)
+    return labels
+
+
+def _break_ties(runs: list[Run], labels: dict[str, str], extra) -> None:
+    seen: dict[str, int] = {}
+    for run in runs:
+        seen[labels[run.name]] = seen.get(labels[run.name], 0) + 1
+    for run in runs:
+        if seen[labels[run.name]] > 1 and extra(run):
+            labels[run.name] = f"{labels[run.name]} · {extra(run)}"
+
+
+def measured_minutes(runs: list[Run], settings: dict) -> list[tuple[float, str]]:
+    """(minutes, where) of each complete run trained with `settings` (TrainConfig fields, e.g. a
+    preset's): its epochs' recorded wall time, and the device and threads it ran on. What a page
+    can honestly say a run of these settings takes, here or on the machine that trained the store."""
+    found = []
+    for run in runs:
+        if run.status != "complete" or run.config is None:
+            continue
+        if any(getattr(run.config, name, None) != value for name, value in settings.items()):
+            continue
+        environment = run.record.get("environment") or {}
+        where = f"{environment.get('device_name') or environment.get('device', '?')}, " \
+                f"{environment.get('torch_threads', '?')} threads"  # fmt: skip
+        found.append((sum(m.get("seconds", 0.0) for m in run.metrics) / 60, where))
+    return found

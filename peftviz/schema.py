@@ -8,13 +8,15 @@ within its limit, npz and safetensors headers against the file's size) and check
 
     config.json         a TrainConfig (`TrainConfig.from_stored` checks each setting) plus the record:
                         label_names (>= 2 distinct strings), parameters (name -> count),
-                        environment (an object)
+                        environment (an object), data_sha256 (64 hex digits or null; optional)
     metrics.jsonl       one object per line: epoch (1, 2, ... in order), every other value a number
     summary.json        status "complete" or "failed"; error (text); params_epoch (the epoch the
                         parameters belong to); test and other evaluations (name -> number)
     predictions/*.npz   probs (N, C) float32/64, labels (N,) integer; C = len(label_names)
     params.safetensors  header checked against the file; metadata "epoch" = the epoch it holds
     resume.safetensors  metadata "epoch": the training state at the end of that epoch
+    writer.lock         while a process writes the run (runs.WriterLock); read only to ask whether
+                        the writer lives, never trusted beyond its host name
     analysis/*.json     analysis caches; a bad cache is ignored and computed again
 
 Names read from the store are never used as paths: an epoch is an integer, an evaluation name
@@ -42,6 +44,7 @@ ANALYSIS_LIMIT = 16 * MB
 PREDICTIONS_LIMIT = 1024 * MB  # 33k documents × 20 classes is 2.6 MB: this bounds memory, not use
 PARAMS_LIMIT = 64 * 1024 * MB  # a fully fine-tuned large encoder in float32
 SAFETENSORS_HEADER_LIMIT = 64 * MB
+SHA256 = re.compile(r"[0-9a-f]{64}")
 EVALUATION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # "test", "averaged", "averaged_test", "epoch_3"
 FLOAT_KINDS, INT_KINDS = "f", "iu"
 SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1}
@@ -151,6 +154,9 @@ def check_record(record: dict) -> None:
         raise Corrupt(file, f"label_names must be at least two distinct names, not {_shown(names)}")
     counts(record.get("parameters", {}), file, "parameters")
     mapping(record.get("environment", {}), file, "environment")
+    digest = record.get("data_sha256")  # runs from before it was recorded, and hub data, have none
+    if digest is not None and not (isinstance(digest, str) and SHA256.fullmatch(digest)):
+        raise Corrupt(file, f"data_sha256 must be 64 hex digits or null, not {_shown(digest)}")
 
 
 def check_metrics(lines: list) -> list[dict]:

@@ -35,6 +35,7 @@ from peftviz.inference import evaluation_metrics, make_loader, tokenize
 from peftviz.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
 from peftviz.runs import FollowerWriter, Run, RunWriter, best_epoch_of, load_run, read_metrics_lines
+from peftviz.uploads import data_sha256
 
 __all__ = ["Progress", "Trainer", "TrainingError", "compare", "train"]
 
@@ -156,6 +157,7 @@ class Trainer:
             "label_names": data.label_names,
             "parameters": model.parameter_counts(),
             "environment": environment(self.engine),
+            "data_sha256": data_sha256(config.dataset),  # a page can tell when the data changed since
         }
         train_loader = make_loader(splits["train"], config.batch_size, pad_id, shuffle=True, seed=config.seed)
         eval_loaders = {name: make_loader(splits[name], config.batch_size, pad_id) for name in ("validation", "test")}
@@ -195,6 +197,8 @@ class Trainer:
         except TrainingError as err:
             writer.fail(str(err))
             raise
+        finally:  # any other error (an interrupt, a full disk): the run stops saying "training"
+            writer.close()
         self.engine.wait()  # the main process has written the summary
         return load_run(writer.path)
 

@@ -3,11 +3,18 @@
 The browser's file name is never used as a path (it may be `../../x.csv` or `/etc/x.csv`): an
 upload is stored as `cache/uploads/<sha256 of its bytes, 16 hex digits><.csv or .jsonl>`. The same
 content is stored once; different content never replaces a file a run was trained on.
+
+A run records the SHA-256 of the data it read (`data_sha256`), whatever its source (an upload, a
+local file or folder, the built-in corpus), so a page can say when the data under that name has
+changed since (`peftviz.runs.data_changed`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
+import stat
 from pathlib import Path, PurePath
 
 from peftviz.errors import DataError
@@ -35,3 +42,54 @@ def store_upload(name: str, content: bytes) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, content)
     return path
+
+
+def data_sha256(spec: str) -> str | None:
+    """The SHA-256 of the data a dataset spec reads: a file's bytes; for a folder of class sub-folders
+    (and the built-in corpus), its .txt files' paths and bytes in sorted order. None for a hub name
+    or a path that cannot be read: nothing to compare later."""
+    from peftviz.data import BUILTIN, HUB_DATASETS, bbc_folder  # `datasets` loads here, not on import
+
+    if spec in HUB_DATASETS:
+        return None
+    if spec == BUILTIN:
+        return _builtin_sha256(str(bbc_folder()))
+    path = Path(spec).expanduser()
+    try:
+        info = path.stat()
+        if stat.S_ISDIR(info.st_mode):
+            return _folder_sha256(path)
+        return _file_sha256(path, info) if stat.S_ISREG(info.st_mode) else None
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_sha256(folder: str) -> str:
+    """The corpus ships inside a package: hashed once per process."""
+    return _folder_sha256(Path(folder))
+
+
+# a file hashed again only when its size or modification time changed: pages ask on every rerun
+@functools.lru_cache(maxsize=256)
+def _cached_file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path, info: os.stat_result) -> str:
+    return _cached_file_sha256(str(path), info.st_size, info.st_mtime_ns)
+
+
+def _folder_sha256(folder: Path) -> str:
+    """The class sub-folders' .txt files as the loader reads them (hidden and "_" folders skipped)."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*/*.txt")):
+        if path.parent.name.startswith((".", "_")) or not path.is_file():
+            continue
+        digest.update(f"{path.relative_to(folder).as_posix()}\n".encode())
+        digest.update(bytes.fromhex(_file_sha256(path, path.stat())))
+    return digest.hexdigest()

@@ -96,7 +96,7 @@ def test_a_second_tab_gets_the_running_job_instead_of_starting_another(tmp_path,
         release.wait(timeout=30)
         return []
 
-    monkeypatch.setattr(jobs, "compare", slow_compare)
+    monkeypatch.setattr(jobs, "compare_in_process", slow_compare)
     manager = jobs.JobManager()
     first = manager.start(comparison("smoke"), tmp_path)
     second = manager.start(comparison("smoke"), tmp_path)  # another tab clicks while the first trains
@@ -161,3 +161,76 @@ def test_train_page_refuses_fp16_on_a_cpu_in_one_sentence(empty_store):
     assert not at.exception
     assert len(at.error) == 1 and "fp16 needs a CUDA GPU" in at.error[0].value and "\n" not in at.error[0].value
     assert appkit.job_manager().current is None or appkit.job_manager().current.configs[0].precision != "fp16"
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, 1000.0])
+def test_a_refused_learning_rate_blocks_train_with_one_sentence(empty_store, monkeypatch, value):
+    started = []
+    monkeypatch.setattr(appkit.job_manager(), "start", lambda *args, **kwargs: started.append(args))
+    at = open_page("pages/1_Train.py")
+    at.selectbox[0].set_value("smoke").run()
+    next(n for n in at.number_input if n.label == "learning_rate").set_value(value).run()
+    at.button[0].click().run()
+    assert not at.exception and not started
+    (error,) = at.error
+    assert error.value.startswith(f"learning_rate must be in (0, 10], not {value:g}") and "\n" not in error.value
+
+
+def test_home_tells_a_run_in_training_from_a_stopped_one(app_store, tmp_path, monkeypatch):
+    import shutil
+
+    from peftviz.runs import WriterLock
+
+    store = tmp_path / "runs"
+    shutil.copytree(app_store, store)
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(store))
+    live, stopped = sorted(store.glob("prefix-*"))[:2]
+    for run in (live, stopped):
+        (run / "summary.json").unlink()
+    lock = WriterLock(live)  # this process writes `live`, as a training job would
+    try:
+        at = open_page("pages/0_Home.py")
+        status = dict(zip(at.dataframe[0].value["run"], at.dataframe[0].value["status"]))
+        caption = at.caption[0].value
+    finally:
+        lock.release()
+    assert (status[live.name], status[stopped.name]) == ("training", "incomplete")
+    assert "Training runs are being written now" in caption and "Incomplete runs were stopped" in caption
+
+
+def test_home_times_the_quick_comparison_honestly(app_store):
+    at = open_page("pages/0_Home.py")
+    text = next(m.value for m in at.markdown if "runs on the offline MiniLM" in m.value)
+    assert "no quick run has finished in this store" in text and "2 CPU cores (the README's machine)" in text
+
+
+def test_a_finished_job_shows_only_on_the_page_that_started_it(empty_store, monkeypatch):
+    from peftviz import jobs
+    from peftviz.config import comparison
+
+    manager = jobs.JobManager()
+    monkeypatch.setattr(appkit, "job_manager", lambda: manager)
+    monkeypatch.setattr(jobs, "compare_in_process", lambda configs, runs_dir, progress: [])
+    job = manager.start(comparison("smoke")[:1], empty_store, origin="another page")
+    deadline = time.time() + 10
+    while job.status == "running" and time.time() < deadline:
+        time.sleep(0.05)
+    assert not open_page("pages/1_Train.py").get("progress")
+    job.origin = ""  # a job that names no page shows wherever a panel is
+    assert open_page("pages/1_Train.py").get("progress")
+
+
+def test_progress_bars_say_the_time_taken_and_left():
+    from peftviz.config import comparison
+    from peftviz.jobs import Job, clock, elapsed_and_left
+    from peftviz.train import Progress
+
+    assert (clock(65), clock(3725)) == ("1:05", "1:02:05")
+    assert elapsed_and_left(60, 0.25) == "1:00 elapsed, about 3:00 left"
+    assert elapsed_and_left(5, 0.001) == "0:05 elapsed"  # too early to estimate
+    assert elapsed_and_left(90, 1.0, finished=True) == "took 1:30"
+    job = Job(comparison("smoke")[:1], Path("."))
+    name = job.names[0]
+    assert job.timing(name) == ""
+    job.record(Progress(name, "train", 1, 2, 5, 10))
+    assert job.timing(name).startswith("0:00 elapsed, about 0:00 left") and "elapsed" in job.timing()

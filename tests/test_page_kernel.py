@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 from streamlit.testing.v1 import AppTest
 
 from peftviz import build_classifier, load_encoder
-from peftviz.analysis import kernel
+from peftviz.analysis import attention, kernel
 from peftviz.config import alpha_grid
 from peftviz.figures import kernel as figures
 from peftviz.jobs import JobManager
@@ -228,21 +228,24 @@ def test_alpha_figure_shows_the_sweep_the_trained_points_and_the_exact_line():
     assert list(trained[0].y) == [0.6 + a for a in SMOKE_KERNEL_ALPHAS]
     assert "learned α per layer: 0.01, 0.03" in trained[2].text[0]
     assert fig.layout.xaxis.type == fig.layout.xaxis2.type == "log"
-    assert sorted(shape.y0 for shape in fig.layout.shapes) == [0.02, 0.9]  # exact ECE and accuracy
+    exact = [trace for trace in fig.data if trace.name.startswith(figures.EXACT_NAME)]
+    assert [list(trace.y) for trace in exact] == [[0.9, 0.9], [0.02, 0.02]]  # exact accuracy and ECE, as lines
+    assert list(exact[0].x) == [min(ALPHA_GRID), max(ALPHA_GRID)] and not fig.layout.annotations[2:]
 
 
 def test_alpha_figure_without_a_sweep_has_only_trained_points():
     fig = figures.alpha_figure(None, fake_trained()[:3])
     assert all(trace.name.startswith(figures.TRAINED_NAME) for trace in fig.data)
-    assert not fig.layout.shapes
+    assert not fig.layout.shapes and not [trace for trace in fig.data if trace.name.startswith(figures.EXACT_NAME)]
 
 
 def test_lambda_figure_draws_one_box_per_layer_or_per_head():
     rows = kernel.lambda_summary(np.random.default_rng(0).uniform(0, 0.5, size=(2, 4, 30)))
     pooled = figures.lambda_figure(rows)
-    assert len(pooled.data) == 1 and list(pooled.data[0].x) == ["layer 1", "layer 2"]
-    assert list(pooled.data[0].median) == [row["median"] for row in rows if row["head"] is None]
-    assert len(figures.lambda_figure(rows, per_head=True).data) == 4
+    boxes = [trace for trace in pooled.data if trace.type == "box"]
+    assert len(boxes) == 1 and list(boxes[0].x) == ["layer 1", "layer 2"]
+    assert list(boxes[0].median) == [row["median"] for row in rows if row["head"] is None]
+    assert len([trace for trace in figures.lambda_figure(rows, per_head=True).data if trace.type == "box"]) == 4
     with_alpha = figures.lambda_figure(rows, alpha=0.01)
     assert any(shape.y0 == 0.01 for shape in with_alpha.layout.shapes)
 
@@ -271,6 +274,10 @@ def test_page_shows_lambda_and_trained_alpha_and_evaluates_the_sweep(kernel_stor
     lambda_data = charts(at)["kernel_lambda"]["data"]
     assert lambda_data[0]["type"] == "box" and lambda_data[0]["x"] == ["layer 1", "layer 2"]
     assert all(0 <= m <= 1 for m in lambda_data[0]["median"])
+    lam, alpha = attention.lambda_and_alpha(None)  # λ(C) beside α, each with its equation, as on the Attention page
+    assert [m.value for m in at.markdown if m.value in (lam.text, alpha.text)] == [lam.text, alpha.text]
+    shown = [element.value for element in [*at.markdown, *at.latex]]  # st.latex wraps its body in $$ … $$
+    assert all(any(equation in value for value in shown) for equation in (lam.equation, alpha.equation))
     trained = traces_named(at, figures.TRAINED_NAME)
     assert trained[0]["x"] == [1e-3, 5e-3, 1e-2, 4e-2]
     assert all("error_y" not in trace for trace in trained)  # one seed per α: no interval, no seed dots
@@ -303,11 +310,13 @@ def test_page_switches_to_a_kernel_run(kernel_store):
     assert at.button(key="kernel_sweep")  # this run's sweep is not stored yet
     lambda_layout = charts(at)["kernel_lambda"]["layout"]
     assert any(shape.get("y0") == 0.01 for shape in lambda_layout["shapes"])  # the run's α
+    _, alpha = attention.lambda_and_alpha(0.01)
+    assert any(m.value == alpha.text for m in at.markdown) and "(this run: α = 0.01, a share of 0.99%)" in alpha.text
 
 
 def test_page_train_button_starts_the_quick_alpha_grid(kernel_store, monkeypatch):
     started = []
-    monkeypatch.setattr("peftviz.jobs.compare", lambda *a, **k: pytest.fail("must not train"))
+    monkeypatch.setattr("peftviz.jobs.compare_in_process", lambda *a, **k: pytest.fail("must not train"))
     monkeypatch.setattr(JobManager, "start", lambda self, configs, runs_dir: started.append((configs, runs_dir)))
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     at.button(key="kernel_train_grid").click().run()

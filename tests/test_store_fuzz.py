@@ -294,5 +294,5 @@ def test_a_folder_written_to_while_it_is_read_is_read_again(template, tmp_path, 
 
     monkeypatch.setattr(schema, "safetensors_header", writer_commits_an_epoch_first)
     run = load_run(folder)
-    assert (run.status, run.epochs_done, run.params_epoch) == ("incomplete", 3, 3)
+    assert (run.status, run.epochs_done, run.params_epoch) == ("training", 3, 3)  # its writer lives (this test)
     assert reads.count(folder / "params.safetensors") == 2  # the first read disagreed with the metrics

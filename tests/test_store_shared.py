@@ -53,3 +53,120 @@ def test_two_trainings_and_the_app_share_a_store(tmp_path, monkeypatch):
     assert sorted(run.seed for run in runs) == [0, 1]
     assert {(run.status, run.epochs_done) for run in runs} == {("complete", 2)}
     assert not list(store.rglob(".*.tmp"))
+
+
+# ---------------------------------------------------------------- a live writer, a killed one
+
+
+def _wait_for(condition, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_run_lists_as_training_while_its_writer_lives_and_incomplete_once_it_is_killed(tmp_path):
+    import signal
+
+    from peftviz.runs import refreshed
+
+    store = tmp_path / "runs"
+    command = [
+        sys.executable,
+        "-m",
+        "peftviz",
+        "train",
+        "--preset",
+        "smoke",
+        "--epochs",
+        "500",
+        "--runs-dir",
+        str(store),
+    ]
+    trainer = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        (run,) = _wait_for(lambda: list_runs(store), 120, "the run folder")
+        assert run.status == "training" and (run.path / "writer.lock").is_file()
+        listed = subprocess.run([sys.executable, "-m", "peftviz", "runs", "--runs-dir", str(store)], cwd=ROOT,
+                                capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+        assert " training " in listed.stdout, listed.stdout
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait(timeout=30)
+    finally:
+        trainer.kill()
+    (after,) = list_runs(store)
+    assert after.status == "incomplete"
+    assert refreshed(run).status == "incomplete"  # a listing kept from before the kill, as the app keeps one
+
+
+def test_a_finished_or_failed_run_drops_its_lock(tmp_path):
+    from peftviz.config import preset_config
+    from peftviz.runs import RunWriter, load_run, writer_alive
+
+    writer = RunWriter.create(tmp_path, preset_config("smoke"), {"label_names": ["a", "b"]})
+    assert writer_alive(writer.path) and load_run(writer.path).status == "training"
+    writer.fail("stopped")
+    assert not writer_alive(writer.path) and not (writer.path / "writer.lock").exists()
+    assert load_run(writer.path).status == "failed"
+
+
+def test_a_lock_file_from_another_host_counts_while_its_heartbeat_is_fresh(tmp_path):
+    import json
+    import os
+
+    from peftviz.runs import HEARTBEAT_STALE_S, writer_alive
+
+    lock = tmp_path / "writer.lock"
+    lock.write_text(json.dumps({"pid": 1, "host": "another-host-" + uuid.uuid4().hex, "started": 0}))
+    assert writer_alive(tmp_path)  # touched just now: a writer elsewhere, not judged dead from here
+    stale = time.time() - HEARTBEAT_STALE_S - 1
+    os.utime(lock, (stale, stale))
+    assert not writer_alive(tmp_path)
+    lock.write_text("not json")  # same host assumed: the lock decides, and nobody holds it
+    assert not writer_alive(tmp_path)
+    lock.unlink()
+    os.mkfifo(lock)  # never blocks, never counts
+    assert not writer_alive(tmp_path)
+
+
+# ---------------------------------------------------------------- a run keeps the data it trained on
+
+
+def test_reuploading_a_different_file_of_the_same_name_leaves_an_earlier_runs_documents(tmp_path, monkeypatch):
+    from peftviz.config import preset_config
+    from peftviz.inference import run_data
+    from peftviz.runs import data_changed
+    from peftviz.train import train
+    from peftviz.uploads import store_upload
+
+    monkeypatch.setenv("PEFTVIZ_CACHE", str(tmp_path / "cache"))
+    first = "text,label\n" + "".join(f"first file document {i},{'ab'[i % 2]}\n" for i in range(40))
+    second = first.replace("first file", "second file")
+    path = store_upload("data.csv", first.encode())
+    run = train(preset_config("smoke", "prefix-tuning", dataset=str(path), epochs=1), tmp_path / "runs")
+    assert run.record["data_sha256"] == hashlib.sha256(first.encode()).hexdigest()
+    assert store_upload("data.csv", second.encode()) != path  # the same name, other content: another file
+    texts = run_data(run).splits["train"]["text"]
+    assert texts and all(text.startswith("first file") for text in texts)
+    assert data_changed(run) is None
+
+
+def test_a_page_is_told_when_a_local_data_file_changed_after_training(tmp_path):
+    from peftviz.config import preset_config
+    from peftviz.runs import data_changed
+    from peftviz.train import train
+
+    data = tmp_path / "data.csv"
+    data.write_text("text,label\n" + "".join(f"document {i},{'ab'[i % 2]}\n" for i in range(40)))
+    run = train(preset_config("smoke", "prefix-tuning", dataset=str(data), epochs=1), tmp_path / "runs")
+    assert data_changed(run) is None
+    data.write_text(data.read_text() + "one more document,a\n")
+    message = data_changed(run)
+    assert message.startswith(f"The data at {data} has changed since run {run.name}") and "\n" not in message
+    data.unlink()
+    assert "can no longer be read" in data_changed(run)
+    del run.record["data_sha256"]  # a run from before the hash was recorded reads as before
+    assert data_changed(run) is None
