@@ -36,6 +36,8 @@ run = appkit.pick_run("Run", by_prefix_first, key="attention_run")
 if run is None:
     st.stop()
 config = run.config
+if changed := appkit.data_changed(run):  # the documents below come from the data as it is now
+    st.warning(changed)
 try:
     model, tokenizer = appkit.trained_model(run)
     texts, labels = appkit.per_run(analysis.validation_split, run)
@@ -67,6 +69,10 @@ if doc.local_window:
                f"{doc.local_window} tokens on either side of it; weights outside that window are 0.")  # fmt: skip
 if run.method_class.attention_note:
     st.caption(run.method_class.attention_note)
+for column, explained in zip(st.columns(2), analysis.kernel_explanation(run) or ()):  # a kernel run: λ(C) beside α
+    column.markdown(f"**{explained.title}**")
+    column.latex(explained.equation)
+    column.markdown(explained.text)
 if doc.n_prefix_keys:
     left, right = st.columns(2)
     appkit.chart(figures.prefix_mass_grid_figure(analysis.prefix_mass_grid(doc)), "grid", left)
@@ -82,10 +88,11 @@ start = cols[2].slider("Window start (query token)", 0, doc.n_tokens - 1, 0)
 rows = cols[3].slider("Rows", 1, min(analysis.MAX_ROWS, doc.n_tokens), min(32, doc.n_tokens))
 
 matrix, row_labels, col_labels = analysis.token_window(doc, layer, head, start, rows, CONTEXT)
-title = f"Layer {layer + 1}, head {head + 1}: tokens {start}–{start + len(row_labels) - 1} and their neighbours"
-appkit.chart(figures.token_heatmap_figure(matrix, row_labels, col_labels, doc.n_prefix_keys, title), "tokens")
+title = f"tokens {start}–{start + len(row_labels) - 1} and their neighbours"  # the figure names layer and head
+heatmap = figures.token_heatmap_figure(matrix, row_labels, col_labels, doc.n_prefix_keys, title, layer, head)
+appkit.chart(heatmap, "tokens")
 
 if doc.n_prefix_queries:
     prefix_rows = analysis.prefix_rows(doc, layer, head)
-    appkit.chart(figures.prefix_rows_figure(prefix_rows), "prefix_rows")
+    appkit.chart(figures.prefix_rows_figure(prefix_rows, layer=layer, head=head), "prefix_rows")
     st.dataframe(analysis.top_tokens_table(prefix_rows), hide_index=True)

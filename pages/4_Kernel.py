@@ -3,8 +3,9 @@
 import streamlit as st
 
 from peftviz import appkit
-from peftviz.analysis import kernel
+from peftviz.analysis import attention, kernel
 from peftviz.figures import kernel as figures
+from peftviz.figures import palette
 from peftviz.runs import Run, store_dir
 
 appkit.page(
@@ -40,8 +41,12 @@ def show_lambda(run: Run) -> None:
     appkit.chart(figures.lambda_figure(rows, per_head, alpha), "kernel_lambda")
     st.caption(
         f"Every text token of the first {kernel.N_LAMBDA_DOCS} validation documents, per layer: box from the "
-        "25th to the 75th percentile, whiskers at the 5th and 95th. A kernel run is read with α = λ(C)."
+        "25th to the 75th percentile, whiskers at the 5th and 95th. The same λ(C) as the Attention page's grid."
     )
+    for column, explained in zip(st.columns(2), attention.lambda_and_alpha(alpha)):  # λ(C) beside α
+        column.markdown(f"**{explained.title}**")
+        column.latex(explained.equation)
+        column.markdown(explained.text)
 
 
 def sweep_rows(run: Run) -> list[dict] | None:
@@ -76,7 +81,10 @@ def show_alpha(run: Run | None, runs: list[Run]) -> None:
     if not sweep and not trained:
         st.info("No α results yet: evaluate a run under the α grid, or train kernel runs at the grid below.")
         return
-    appkit.chart(figures.alpha_figure(sweep, trained, run.label if run else ""), "kernel_alpha")
+    in_store = palette.store_series(runs)  # colours keyed by method, the same on every page
+    label, run_series = (run.label, in_store.get(run.name)) if run else ("", None)
+    figure = figures.alpha_figure(sweep, trained, label, run_series, in_store)
+    appkit.chart(figure, "kernel_alpha")
     exact = kernel.exact_row(sweep or [])
     if exact and kernel.alpha_free(run):
         stored = run.best_metrics.get("accuracy", float("nan"))

@@ -4,6 +4,7 @@ import streamlit as st
 
 from peftviz import appkit
 from peftviz.analysis import tiny_heads
+from peftviz.figures import palette
 from peftviz.figures import tiny_heads as figures
 from peftviz.runs import Run
 
@@ -41,13 +42,21 @@ def show_heads(weights: tiny_heads.HeadWeights, layer: int, matrices: tuple[str,
     )
 
 
-def show_similarity(weights: tiny_heads.HeadWeights, layer: int) -> None:
+def show_similarity(weights: tiny_heads.HeadWeights, layer: int, start: float | None) -> None:
+    """The heads' cosine similarity; `start`: the layer's mean cosine when training began, if known."""
     st.subheader("How alike the heads are")
-    appkit.chart(figures.similarity_figure(tiny_heads.head_similarity(weights), layer), "tiny_heads_similarity")
+    similarity = tiny_heads.head_similarity(weights)  # (M, M)
+    appkit.chart(figures.similarity_figure(similarity, layer), "tiny_heads_similarity")
     st.caption(
         "Cosine of each pair of heads' [W_Q; W_K; W_V; O]. Near 1: the heads stayed close and their average "
-        "can stand in for them; lower: averaging changes the model more."
+        "can stand in for them; lower: averaging changes the model more. "
+        f"Mean over the pairs in layer {layer + 1}: {tiny_heads.mean_similarity(similarity):.4f}."
     )
+    if start is not None:
+        moved = "apart" if tiny_heads.mean_similarity(similarity) < start else "closer together"
+        st.caption(
+            f"It started at {start:.4f}, as perturbed copies of the 1-head adapter: training moved them {moved}."
+        )
 
 
 def show_averaging(run: Run) -> None:
@@ -59,8 +68,11 @@ def show_averaging(run: Run) -> None:
         appkit.show_error(err)
         return
     st.caption(table.note)
-    st.dataframe(table.display_rows(), hide_index=True)
-    appkit.chart(figures.averaging_figure(table), "tiny_heads_averaging")
+    st.dataframe(table.styled(), hide_index=True, key="tiny_heads_averaging_table")
+    if table.change_summary():
+        st.markdown(table.change_summary())
+    in_store = palette.store_series(appkit.runs(usable_only=True))  # colours keyed by method, as on every page
+    appkit.chart(figures.averaging_figure(table, in_store[run.name], run.label), "tiny_heads_averaging")
 
 
 def show_group_averaging(run: Run, runs: list[Run]) -> None:
@@ -81,7 +93,7 @@ def show_group_averaging(run: Run, runs: list[Run]) -> None:
 
 all_runs = appkit.runs(usable_only=True)
 appkit.not_applicable(all_runs, tiny_heads.applies, "they have no attention heads of their own to average")
-candidates = [run for run in all_runs if tiny_heads.applies(run)]
+candidates = tiny_heads.multi_head_first(all_runs)  # opens on a multi-head run: averaging is what it shows
 if not candidates:
     st.info("No runs with attention heads to average in the store yet: train one on the Home or Train page.")
     st.stop()
@@ -100,7 +112,8 @@ shown = right.radio("Matrices", list(MATRIX_CHOICES), horizontal=True, key="tiny
 show_heads(layers[layer], layer, MATRIX_CHOICES[shown])
 similarity_column, averaging_column = st.columns([2, 3])
 with similarity_column:
-    show_similarity(layers[layer], layer)
+    starts = appkit.per_run(tiny_heads.starting_similarity, run)  # None when the run did not record its start
+    show_similarity(layers[layer], layer, starts[layer] if starts else None)
 with averaging_column:
     show_averaging(run)
 show_group_averaging(run, candidates)

@@ -1,8 +1,11 @@
 """The kernel decomposition (eq. 3/7) and λ(C) (eq. 6) against independent computations."""
 
+import numpy as np
 import pytest
 import torch
 
+from peftviz import build_classifier, load_encoder
+from peftviz.analysis import attention, kernel
 from peftviz.attention import KERNELS, kernel_attention
 from peftviz.backbones import encoder_layers
 from tests.helpers import padded_batch, tiny_classifier
@@ -78,6 +81,30 @@ def test_recorded_lambda_equals_mass_from_q_and_k(bert_family, method):
     recorded = out.attentions[layer][..., :J].sum(-1)
     torch.testing.assert_close(recorded.double(), independent, atol=1e-5, rtol=0)
     assert independent.std() > 1e-3  # λ varies over queries: a constant would not test much
+
+
+def test_a_kernel_runs_lambda_reads_the_same_on_the_attention_and_kernel_pages():
+    encoder, tokenizer = load_encoder("tiny-bert")
+    torch.manual_seed(1)
+    model = build_classifier(encoder, "kernel-prefix-propagation", 3, {"prefix_length": J, "alpha": 5e-3}).eval()
+    text = "the film won three awards at the festival in cannes"
+    doc = attention.document_attention(model, tokenizer, text, 32)  # the Attention page's path
+    on_attention_page = doc.query_prefix_mass  # (L, H, T)
+    on_kernel_page = kernel.lambda_distribution(model, tokenizer, [text], 32)  # the Kernel page's: (L, H, N = T)
+    assert on_attention_page.shape == on_kernel_page.shape == (2, 4, doc.n_tokens)
+    np.testing.assert_allclose(on_attention_page, on_kernel_page, atol=1e-6)
+    np.testing.assert_allclose(attention.prefix_mass_grid(doc), on_kernel_page.mean(-1), atol=1e-6)
+    assert on_kernel_page.min() > 0.05  # λ(C), not the α / (1 + α) ≈ 0.005 the kernel model mixes with
+    shares = [a[0, :, J:, :J].sum(-1) / a[0, :, J:].sum(-1) for a in doc.attentions]  # what the records give
+    np.testing.assert_allclose(torch.stack(shares).numpy(), 5e-3 / (1 + 5e-3), atol=1e-6)
+
+    # eq. 6 written out from layer 1's queries and keys (its inputs do not depend on α)
+    batch = tokenizer(text, return_tensors="pt")
+    _, q, k, _, bias, scaling = capture_attention_inputs(model, batch["input_ids"], batch["attention_mask"], 0)
+    assert bias is None  # one unpadded document: every key visible
+    expo = (q @ k.transpose(-1, -2) * scaling).double().exp()  # (1, H, j + T, j + T)
+    independent = expo[0, :, J:, :J].sum(-1) / expo[0, :, J:].sum(-1)  # (H, T): text queries
+    np.testing.assert_allclose(on_kernel_page[0], independent.numpy(), atol=1e-5)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

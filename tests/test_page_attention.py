@@ -109,15 +109,33 @@ def test_grid_for_prefix_tuning_and_fine_tuning(tiny_models):
     assert np.array_equal(analysis.prefix_mass_grid(doc), np.zeros((2, 4)))
 
 
-def test_kernel_grid_is_the_prefix_share_of_the_mixing_weights(tiny_models):
+def test_kernel_grid_is_lambda_not_the_share_of_the_mixing_weights(tiny_models):
     model, tokenizer = tiny_models["kernel-prefix-propagation"]
     text = "the film won three awards at the festival"
     layers = recorded(model, tokenizer, text, 32)
     text_rows = [a[:, J:] for a in layers]  # (H, T, j + T)
     assert torch.allclose(text_rows[0].sum(-1), torch.tensor(1.5), atol=1e-5)  # rows sum to 1 + α
-    direct = np.stack([(r[..., :J].sum(-1) / r.sum(-1)).mean(-1).numpy() for r in text_rows])
+    mixing_share = np.stack([(r[..., :J].sum(-1) / r.sum(-1)).mean(-1).numpy() for r in text_rows])
+    np.testing.assert_allclose(mixing_share, 0.5 / 1.5, atol=1e-6)  # α / (1 + α): the same for every query
     doc = analysis.document_attention(model, tokenizer, text, 32)
-    np.testing.assert_allclose(analysis.prefix_mass_grid(doc), direct, atol=1e-6)
+    grid = analysis.prefix_mass_grid(doc)
+    batch = tokenizer(text, truncation=True, max_length=32, return_tensors="pt")
+    lam = analysis.lambda_c(model, batch["input_ids"], batch["attention_mask"])  # (L, H, 1, T)
+    np.testing.assert_allclose(grid, lam[:, :, 0].mean(-1), atol=1e-6)  # λ(C), as on the Kernel page
+    assert np.abs(grid - 0.5 / 1.5).max() > 1e-2 and doc.query_prefix_mass.std() > 1e-3  # varies by query
+    assert model.method.alpha_override is None  # the exact-λ(C) pass is undone
+    np.testing.assert_allclose(analysis.alpha_prefix_share(model), [0.5 / 1.5] * 2, atol=1e-6)
+    assert analysis.alpha_prefix_share(tiny_models["prefix-propagation"][0]) is None
+
+
+def test_lambda_and_alpha_are_explained_side_by_side():
+    lam, alpha = analysis.lambda_and_alpha(0.005)
+    assert r"\lambda(C) = \frac{\sum_{k \in P}" in lam.equation and r"\alpha\,\mathrm{Attn}(q, P)" in alpha.equation
+    for explained in (lam, alpha):
+        assert explained.text.count(". ") == 1 and explained.text.endswith(".")  # two plain sentences
+    assert "(this run: α = 0.005, a share of 0.50%)" in alpha.text
+    assert "as if it were plain prefix-propagation" in lam.text
+    assert "(this run" not in analysis.lambda_and_alpha(None)[1].text
 
 
 def test_token_window_of_a_long_document(long_doc):
@@ -193,9 +211,10 @@ def test_grid_figure(long_doc):
     grid = analysis.prefix_mass_grid(long_doc)
     trace = figures.prefix_mass_grid_figure(grid).data[0]
     np.testing.assert_array_equal(trace.z, grid)
-    assert (trace.zmin, trace.zmax) == (0, 1)
+    assert (trace.zmin, trace.zmax) == (0, grid.max())  # fitted to the data, and said so
+    assert f"0–{grid.max():.3f}" in trace.colorbar.title.text
     assert list(trace.x) == ["H1", "H2", "H3", "H4"] and list(trace.y) == ["L1", "L2"]
-    np.testing.assert_allclose(np.asarray(trace.text, dtype=float), np.round(grid, 2))
+    np.testing.assert_allclose(np.asarray(trace.text, dtype=float), np.round(grid, 3))
 
 
 def test_token_heatmap_figure(long_doc):
@@ -211,7 +230,8 @@ def test_token_heatmap_figure(long_doc):
 
 def test_prefix_rows_and_profile_figures(long_doc):
     rows = analysis.prefix_rows(long_doc, 0, 0)
-    fig = figures.prefix_rows_figure(rows)
+    fig = figures.prefix_rows_figure(rows, layer=0, head=0)
+    assert fig.layout.title.text.startswith("Layer 1, head 1: ")
     np.testing.assert_array_equal(fig.data[0].z, np.concatenate([rows.to_prefixes, rows.to_buckets], axis=1))
     assert list(fig.layout.xaxis.ticktext) == rows.labels + rows.bucket_labels
     assert list(fig.layout.yaxis.ticktext) == rows.labels
@@ -248,6 +268,7 @@ def test_page_on_a_prefix_propagation_run(app_store):
     assert_clean(at)
     shown = charts(at)
     assert set(shown) == {"grid", "profile", "tokens", "prefix_rows"}  # λ(C) grid and profile, tokens, prefix rows
+    assert not any("α is the constant weight" in m.value for m in at.markdown)  # α is explained for kernel runs
     grid_before = plotly_array(shown["grid"]["data"][0]["z"])
     tokens_before = plotly_array(shown["tokens"]["data"][0]["z"])
     assert grid_before.shape == (2, 4)
@@ -296,6 +317,12 @@ def test_page_window_slider_moves_the_window(app_store):
     assert plotly_array(heatmap["data"][0]["z"]).shape[0] == 5
     assert "tokens 10–14" in heatmap["layout"]["title"]["text"]
     assert any("1 + α" in c.value for c in at.caption)
+    run = at.selectbox(key="attention_run").value
+    lam, alpha = analysis.kernel_explanation(run)  # λ(C) and α side by side, with their equations
+    assert [m.value for m in at.markdown if m.value in (lam.text, alpha.text)] == [lam.text, alpha.text]
+    assert f"α = {run.method_config.alpha:g}" in alpha.text
+    shown = [element.value for element in [*at.markdown, *at.latex]]  # st.latex wraps its body in $$ … $$
+    assert all(any(equation in value for value in shown) for equation in (lam.equation, alpha.equation))
 
 
 @pytest.mark.parametrize("label", ["fine-tuning", "tiny-attention 1H"])

@@ -317,7 +317,9 @@ def test_page_switches_to_a_kernel_run(kernel_store):
 def test_page_train_button_starts_the_quick_alpha_grid(kernel_store, monkeypatch):
     started = []
     monkeypatch.setattr("peftviz.jobs.compare_in_process", lambda *a, **k: pytest.fail("must not train"))
-    monkeypatch.setattr(JobManager, "start", lambda self, configs, runs_dir: started.append((configs, runs_dir)))
+    monkeypatch.setattr(
+        JobManager, "start", lambda self, configs, runs_dir, origin="": started.append((configs, runs_dir))
+    )
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     at.button(key="kernel_train_grid").click().run()
     assert not at.exception

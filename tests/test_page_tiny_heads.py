@@ -186,6 +186,34 @@ def test_averaging_table_without_an_averaged_evaluation(smoke_runs_by_label):
     assert {trace.name for trace in figure.data} == {"before averaging"}
 
 
+def table_with_changes(**changes) -> tiny_heads.AveragingTable:
+    """A 4-head table whose metrics are 0.5 before and 0.5 + change after (a change per quantity, else 0)."""
+    rows = [tiny_heads._row(quantity, 0.5, 0.5 + changes.get(quantity.replace(" ", "_"), 0.0))
+            for quantity in tiny_heads.METRICS]  # fmt: skip
+    rows.append(tiny_heads._row("method parameters", 36864, 9216))
+    return tiny_heads.AveragingTable("averaged", "4 heads averaged", rows)
+
+
+def test_a_change_below_the_fourth_decimal_is_shown_not_rounded_away():
+    table = table_with_changes(validation_ECE=4.4e-5, test_ECE=-0.0055)
+    display = {row["quantity"]: row for row in table.display_rows()}
+    assert display["validation ECE"]["change"] == "+4.4e-05"  # at 4 decimals it read +0.0000
+    assert display["validation ECE"]["after"] == "0.5000"
+    assert display["test ECE"]["change"] == "-0.0055"
+    assert display["validation accuracy"]["change"] == "+0.0000"  # no change: zero
+    assert display["method parameters"]["change"] == "-27,648"
+    assert table.changed() == ["validation ECE", "test ECE"]  # the parameter count always changes: not listed
+    assert table.change_summary() == "Averaging changed validation ECE by +4.4e-05, test ECE by -0.0055 (highlighted)."
+
+
+def test_only_the_changed_metrics_are_highlighted():
+    styled = table_with_changes(test_accuracy=0.0047).styled()._compute()
+    highlighted = {row for (row, _), props in styled.ctx.items() if props}
+    assert highlighted == {2}  # test accuracy, the third row
+    unchanged = table_with_changes()
+    assert unchanged.changed() == [] and "none of the metrics" in unchanged.change_summary()
+
+
 # ---------------------------------------------------------------------------------------------
 # figures
 
@@ -247,24 +275,22 @@ def test_page_shows_heads_and_switches_run_and_layer(app_store, smoke_runs_by_la
     monkeypatch.setattr(tiny_heads, "head_weights", counted)
     st.cache_resource.clear()  # other tests may have filled the weights cache
     AppTest.from_file(PAGE, default_timeout=60).run()
-    assert reads == [ONE_HEAD]
+    assert reads == [FOUR_HEADS]  # the page opens on the multi-head run: averaging is what it is about
     at = AppTest.from_file(PAGE, default_timeout=60).run()  # a new session reads the weights from the cache
     assert not at.exception and not at.error
-    assert reads == [ONE_HEAD]  # how long such a render takes: benchmarks/page_render.py
+    assert reads == [FOUR_HEADS]  # how long such a render takes: benchmarks/page_render.py
     assert list(charts(at)) == ["tiny_heads_matrices", "tiny_heads_similarity", "tiny_heads_averaging"]
-    assert at.selectbox(key="tiny_heads_run").value.label == ONE_HEAD  # only tiny-attention runs are offered
+    assert at.selectbox(key="tiny_heads_run").value.label == FOUR_HEADS
     assert all(option.startswith("tiny-attention") for option in at.selectbox(key="tiny_heads_run").options)
-    before = heatmaps(at)
-    assert len(before) == 4 * 2  # W_Q, W_K, W_V, O × (1 head + avg)
+    first = heatmaps(at)
+    assert len(first) == 4 * 5  # W_Q, W_K, W_V, O × (4 heads + avg)
 
-    select_label(at.selectbox(key="tiny_heads_run"), FOUR_HEADS)
-    at.run()
     layer = next(box for box in at.selectbox if box.label == "Layer")
     layer.select_index(1)
     at.run()
     assert not at.exception and not at.error
     after = heatmaps(at)
-    assert after != before
+    assert after != first
     assert len(after) == 4 * 5
     assert {trace["meta"]["head"] for trace in after} == {"head 1", "head 2", "head 3", "head 4", "avg"}
     weights = tiny_heads.head_weights(smoke_runs_by_label[FOUR_HEADS])[1]
@@ -274,10 +300,51 @@ def test_page_shows_heads_and_switches_run_and_layer(app_store, smoke_runs_by_la
     assert "Layer 2" in shown["tiny_heads_matrices"]["layout"]["title"]["text"]
     similarity = tiny_heads.head_similarity(weights)
     np.testing.assert_array_equal(plotly_array(shown["tiny_heads_similarity"]["data"][0]["z"]), similarity)
+    mean = tiny_heads.mean_similarity(similarity)
+    assert mean < 0.999  # perturbed copies (default p = 0.1) that training kept apart, not one head four times
+    assert any(f"Mean over the pairs in layer 2: {mean:.4f}" in caption.value for caption in at.caption)
 
     at.radio(key="tiny_heads_matrices_choice").set_value("O")
     at.run()
     assert [trace["meta"]["matrix"] for trace in heatmaps(at)] == ["out"] * 5
+
+    select_label(at.selectbox(key="tiny_heads_run"), ONE_HEAD)
+    at.radio(key="tiny_heads_matrices_choice").set_value("all four")
+    at.run()
+    assert not at.exception and not at.error
+    assert len(heatmaps(at)) == 4 * 2  # 1 head + its (identical) average
+
+
+def test_page_highlights_what_averaging_changed(app_store, smoke_runs_by_label):
+    table = tiny_heads.averaging_table(smoke_runs_by_label[FOUR_HEADS])
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception and not at.error
+    shown = at.dataframe[0].value
+    assert list(shown["change"]) == [row["change"] for row in table.display_rows()]
+    if table.changed():
+        assert any(caption.value == table.change_summary() for caption in at.markdown)
+    styles = table.styled()._compute().ctx  # (row, column) -> [(property, value)] of each highlighted cell
+    highlighted = {row for (row, _), props in styles.items() if props}
+    assert highlighted == {i for i, row in enumerate(table.rows) if row["quantity"] in table.changed()}
+
+
+def test_starting_similarity_is_where_the_perturbed_copies_began(smoke_runs_by_label):
+    run = smoke_runs_by_label[FOUR_HEADS]
+    assert run.config.method_options["init_perturbation"] == 0.1  # recorded by the comparison
+    starts = tiny_heads.starting_similarity(run)
+    assert starts == pytest.approx([1 / (1 + 0.1**2)] * 2, abs=0.02)  # cos(w + ε₁, w + ε₂), |ε| = 0.1·|w|
+    ends = [tiny_heads.mean_similarity(tiny_heads.head_similarity(w)) for w in tiny_heads.head_weights(run)]
+    assert all(end < start for end, start in zip(ends, starts)), (starts, ends)  # training moved them apart
+    older = replace(run, config=replace(run.config, method_options={"n_heads": 4, "init_from": "x"}))
+    assert tiny_heads.starting_similarity(older) is None  # its perturbation is not recorded
+    assert tiny_heads.starting_similarity(smoke_runs_by_label[ONE_HEAD]) is None
+
+
+def test_multi_head_runs_come_first(smoke_runs_by_label):
+    runs = list(smoke_runs_by_label.values())
+    ordered = tiny_heads.multi_head_first(runs)
+    assert [run.label for run in ordered] == [FOUR_HEADS, ONE_HEAD]  # other methods are left out
+    assert tiny_heads.multi_head_first(ordered[::-1]) == ordered
 
 
 def test_page_on_an_empty_store(empty_store):
@@ -395,4 +462,4 @@ def test_page_shows_no_group_table_for_single_runs(app_store):
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception and not at.error
     assert len(at.dataframe) == 1
-    assert all(" · seed 0 · " in option for option in at.selectbox(key="tiny_heads_run").options)
+    assert all(option.endswith(" · seed 0") for option in at.selectbox(key="tiny_heads_run").options)

@@ -2,10 +2,12 @@
 
 import pytest
 import torch
-from safetensors.torch import save_file
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 
 from peftviz import tiny_encoder
-from peftviz.methods.tiny_attention import TinyAttention
+from peftviz.analysis import tiny_heads
+from peftviz.methods.tiny_attention import TinyAttention, TinyAttentionConfig
 from tests.helpers import padded_batch, tiny_classifier
 
 HIDDEN, LAYERS = 32, 2
@@ -129,3 +131,72 @@ def test_output_projection_starts_tiny():
     adapter = TinyAttention(HIDDEN, n_heads=2, head_dim=4)
     assert adapter.out.weight.abs().max() <= 0.01 / 4**0.5
     assert adapter.out.weight.abs().max() > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# perturbed copies of a trained head become different heads (Zhao et al. 2022, appendix B)
+
+
+def one_head_file(tmp_path, seed=0):
+    """A stand-in for a trained one-head adapter: weights of a trained adapter's scale, saved as init_from."""
+    one_head = tiny_classifier("tiny-attention", n_heads=1)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in one_head.method.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * (0.05 if name.endswith("out.weight") else 0.2))
+    path = tmp_path / "one_head.safetensors"
+    save_file({f"method.{k}": v.contiguous() for k, v in one_head.method.state_dict().items()}, path)
+    return path
+
+
+def layer_cosines(model) -> list[float]:
+    """Per layer, the mean cosine between the adapter's heads' [W_Q; W_K; W_V; O], as the page computes it."""
+    return [
+        tiny_heads.mean_similarity(
+            tiny_heads.head_similarity({name: w.double().numpy() for name, w in adapter.per_head().items()})
+        )
+        for adapter in model.method.adapters
+    ]
+
+
+def train_steps(model, steps=30, lr=1e-2):
+    """A few AdamW steps of the adapters and head on one random batch, as the trainer would take them."""
+    ids, mask = padded_batch(lengths=(9, 7, 5, 8), seed=1)
+    labels = torch.tensor([0, 1, 2, 1])
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    model.train()
+    for _ in range(steps):
+        loss = F.cross_entropy(model(ids, mask).logits, labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+
+
+def test_default_perturbation_starts_the_heads_visibly_apart(tmp_path):
+    model = tiny_classifier("tiny-attention", n_heads=4, init_from=str(one_head_file(tmp_path)))
+    expected = 1 / (1 + TinyAttentionConfig().init_perturbation ** 2)  # cos(w + ε₁, w + ε₂), |ε| = p·|w|
+    for cosine in layer_cosines(model):
+        assert cosine == pytest.approx(expected, abs=0.01)
+        assert cosine < 0.995  # the old 1% noise started them at 0.9999: every later figure read 1.000
+
+
+def test_training_drives_perturbed_heads_further_apart(tmp_path):
+    model = tiny_classifier("tiny-attention", n_heads=4, init_from=str(one_head_file(tmp_path)))
+    start = layer_cosines(model)
+    train_steps(model)
+    after = layer_cosines(model)
+    assert all(a < s for a, s in zip(after, start)), (start, after)  # different experts, not one head four times
+    assert min(after) < 0.99
+
+
+def test_perturbation_is_relative_to_each_copied_matrix(tmp_path):
+    """O^(m) = O / M is perturbed by p·std(O / M): every matrix of every head moves by the same fraction."""
+    path = one_head_file(tmp_path)
+    model = tiny_classifier("tiny-attention", n_heads=4, init_from=str(path), init_perturbation=0.1)
+    stored = load_file(path)
+    heads = model.method.adapters[0].per_head()  # query (M, D, H), out (M, H, D)
+    for name in ("query", "key", "value", "out"):
+        copied = stored[f"method.adapters.0.{name}.weight"] / (4 if name == "out" else 1)  # (D, H), out (H, D)
+        noise = heads[name] - copied[None]
+        assert noise.std() / copied.std() == pytest.approx(0.1, rel=0.3), name  # the old code: 0.4 for O

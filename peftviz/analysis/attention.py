@@ -15,6 +15,20 @@ Weights are read as shares of their row: weight / row sum. For softmax attention
 but the kernel form) rows sum to 1 and this changes nothing. For kernel prefix-propagation the
 rows are the mixing weights of eq. 3 and sum to 1 + α; the share is then each key's part of the
 query's output.
+
+λ(C) has one definition, `lambda_c`, which this page and the Kernel page both read (Li et al.,
+ACL 2023, eq. 6): for a text query q of one layer and head, with prefix keys P and sequence keys C,
+
+    λ(C) = Σ_{k ∈ P} exp(q·k / √d) / Σ_{k ∈ P ∪ C} exp(q·k / √d)
+
+the share of its softmax attention that goes to the prefixes, and the weight of the prefix term in
+
+    H = (1 − λ(C)) · Attn(q, C) + λ(C) · Attn(q, P)                       (eq. 5)
+
+The kernel form (eq. 7) replaces λ(C) by a constant α: H = Attn(q, C) + α · Attn(q, P). Its λ(C)
+is read with the same parameters run as plain prefix-propagation (α = λ(C), the α sweep's "exact"
+setting), so it says how much the softmax would give the prefixes; its recorded weights give
+the prefixes α / (1 + α) of every row instead (`alpha_prefix_share`).
 """
 
 from __future__ import annotations
@@ -45,6 +59,8 @@ class DocumentAttention:
     n_prefix_queries: prefix positions among the queries (j for prefix-propagation, else 0).
     attentions: per layer (1, H, Tq, Tk) float32 on the CPU, dense or banded, as the model records them.
     probs: (C,) the classifier's probabilities for the document.
+    lambda_c: (L, H, T) λ(C) of every text query, when the records are not softmax rows (the kernel
+    form); None when they are, and λ(C) is read off them.
     """
 
     tokens: list[str]
@@ -52,6 +68,7 @@ class DocumentAttention:
     n_prefix_queries: int
     attentions: list[torch.Tensor | BandedAttention]
     probs: np.ndarray
+    lambda_c: np.ndarray | None = None  # (L, H, T) from `lambda_c`; None: read from the softmax records
 
     @property
     def local_window(self) -> int:
@@ -81,20 +98,111 @@ class DocumentAttention:
 
     @cached_property
     def query_prefix_mass(self) -> np.ndarray:
-        """(L, H, T): each text query's share of attention on the prefix keys; zeros without prefixes.
+        """(L, H, T): λ(C) of each text query (eq. 6, see the module docstring); zeros without prefixes.
 
-        For softmax attention this is λ(C) of eq. 6 of the prefix-propagation paper; for the kernel
-        form it is prefix weight / row sum of the mixing weights (α·prefix / (1 + α)). Computed
-        once per document, in one pass over the weights.
+        Read off the recorded softmax rows, or, for the kernel form, the `lambda_c` computed with
+        them. Computed once per document, in one pass over the weights.
         """
-        j = self.n_prefix_keys
-        if j == 0:
+        if self.lambda_c is not None:
+            return self.lambda_c
+        if self.n_prefix_keys == 0:
             return np.zeros((self.n_layers, self.n_heads, self.n_tokens), dtype=np.float32)
-        per_layer = []
-        for weights in self.attentions:
-            share = key_mass(weights, j)[0] / row_sums(weights)[0].clamp_min(1e-12)  # (H, Tq)
-            per_layer.append(share[:, self.n_prefix_queries :].numpy())  # (H, T)
-        return np.stack(per_layer)
+        return np.stack([_prefix_share(weights, self.n_prefix_keys, self.n_prefix_queries)[0].numpy()
+                         for weights in self.attentions])  # fmt: skip
+
+
+def _prefix_share(weights: torch.Tensor | BandedAttention, n_prefix_keys: int, n_prefix_queries: int) -> torch.Tensor:
+    """(B, H, T): each text query's weight on the prefix keys / its row sum; λ(C) for softmax rows."""
+    share = key_mass(weights, n_prefix_keys) / row_sums(weights).clamp_min(1e-12)  # (B, H, Tq)
+    return share[:, :, n_prefix_queries:].float().cpu()
+
+
+@torch.no_grad()
+def lambda_c(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> np.ndarray:
+    """λ(C) of eq. 6 for every query of a batch: (L, H, B, T) float32, T the padded text length.
+
+        λ(C) = Σ_{k ∈ P} exp(q·k / √d) / Σ_{k ∈ P ∪ C} exp(q·k / √d)
+
+    The one definition of λ(C): the Attention and Kernel pages both call it. The model runs under
+    `exact_prefix_mass`, so every layer weighs its prefix term by λ(C) (ordinary softmax attention)
+    and the recorded rows are softmax rows: for the kernel form, its trained parameters run as
+    plain prefix-propagation, not its α. Zeros for a model without prefix keys; padded queries are
+    included (callers drop them with the attention mask).
+    """
+    device = next(model.parameters()).device
+    model.eval()
+    with model.method.exact_prefix_mass():
+        out = model(input_ids.to(device), attention_mask.to(device), output_attentions=True)
+    n_tokens = input_ids.shape[1]
+    per_layer = []
+    for weights in out.attentions:  # (B, H, q + T, j + T): q prefix queries, j prefix keys
+        n_prefix_keys = weights.shape[-1] - n_tokens
+        if n_prefix_keys == 0:
+            per_layer.append(torch.zeros(weights.shape[0], weights.shape[1], n_tokens))
+        else:
+            per_layer.append(_prefix_share(weights, n_prefix_keys, out.n_prefix_queries))  # (B, H, T)
+    return torch.stack(per_layer).permute(0, 2, 1, 3).numpy()  # (L, H, B, T)
+
+
+def alpha_prefix_share(model) -> np.ndarray | None:
+    """(L,) α / (1 + α): the share of every query's output the kernel form gives the prefixes.
+
+    None for methods without α, whose prefix share is λ(C) itself.
+    """
+    alpha = getattr(model.method, "alpha", None)
+    if alpha is None or type(model.method).trained_alpha(model.method.config) is None:
+        return None
+    alpha = alpha.detach().float().cpu().numpy()
+    return alpha / (1 + alpha)
+
+
+LAMBDA_EQUATION = (
+    r"\lambda(C) = \frac{\sum_{k \in P} e^{q \cdot k/\sqrt{d}}}{\sum_{k \in P \cup C} e^{q \cdot k/\sqrt{d}}},"
+    r"\quad H = (1 - \lambda(C))\,\mathrm{Attn}(q, C) + \lambda(C)\,\mathrm{Attn}(q, P)"
+)
+ALPHA_EQUATION = (
+    r"H = \mathrm{Attn}(q, C) + \alpha\,\mathrm{Attn}(q, P),\quad \text{prefix share} = \frac{\alpha}{1 + \alpha}"
+)
+
+
+@dataclass
+class Explanation:
+    """One quantity explained for a reader: a title, its equation (LaTeX) and two plain sentences."""
+
+    title: str
+    equation: str
+    text: str
+
+
+def lambda_and_alpha(alpha: float | None = None) -> tuple[Explanation, Explanation]:
+    """What a kernel run's λ(C) means and what α means, side by side on the Attention and Kernel pages.
+
+    `alpha`: the run's α, to give its prefix share in numbers (None: left general).
+    """
+    lam = Explanation(
+        "λ(C), a kernel run's softmax share (eq. 6)",
+        LAMBDA_EQUATION,
+        "λ(C) is the share of a token's attention that ordinary softmax attention gives the prefixes; it "
+        "changes from token to token. For a kernel run it is computed from the run's own trained prefixes as "
+        "if it were plain prefix-propagation, so it shows how much the prefixes would get without α.",
+    )
+    share = "" if alpha is None else f" (this run: α = {alpha:g}, a share of {alpha / (1 + alpha):.2%})"
+    fixed = Explanation(
+        "α, the kernel form's fixed weight (eq. 7)",
+        ALPHA_EQUATION,
+        "α is the constant weight the kernel form puts on the prefix term instead of λ(C), the same for every "
+        f"token. The sequence term keeps weight 1, so the prefixes get α / (1 + α) of each token's output{share}.",
+    )
+    return lam, fixed
+
+
+def kernel_explanation(run: Run) -> tuple[Explanation, Explanation] | None:
+    """λ(C) and α side by side for a kernel run (its α in numbers when it stayed fixed); None for other runs."""
+    options = run.method_config
+    alpha = run.method_class.trained_alpha(options)
+    if alpha is None:
+        return None
+    return lambda_and_alpha(None if run.method_class.alpha_trains(options) else alpha)
 
 
 def _shares(rows: torch.Tensor) -> torch.Tensor:
@@ -122,20 +230,26 @@ def validation_documents(run: Run) -> list[str]:
 
 
 def document_attention(model, tokenizer, text: str, max_length: int) -> DocumentAttention:
-    """Run `model` on `text` (truncated to `max_length` tokens) once and keep its attention."""
+    """Run `model` on `text` (truncated to `max_length` tokens) once and keep its attention.
+
+    The kernel form records α-mixed rows, so its λ(C) comes from a second pass, `lambda_c`.
+    """
     batch = tokenizer(text, truncation=True, max_length=max_length, return_tensors="pt")
+    ids, mask = batch["input_ids"], batch["attention_mask"]  # (1, T)
     device = next(model.parameters()).device
     with torch.inference_mode():
-        out = model(batch["input_ids"].to(device), batch["attention_mask"].to(device), output_attentions=True)
+        out = model(ids.to(device), mask.to(device), output_attentions=True)
     attentions = [_first_item(layer) for layer in out.attentions]  # per layer (1, H, Tq, Tk)
     n_queries, n_keys = attentions[0].shape[-2:]
-    n_tokens = batch["input_ids"].shape[1]
+    n_tokens = ids.shape[1]
+    mixes_by_alpha = alpha_prefix_share(model) is not None
     return DocumentAttention(
-        tokens=tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()),
+        tokens=tokenizer.convert_ids_to_tokens(ids[0].tolist()),
         n_prefix_keys=n_keys - n_tokens,  # prefix-tuning: j + T keys; prefix-propagation: j + T
         n_prefix_queries=n_queries - n_tokens,  # prefix-propagation: j + T queries; else T
         attentions=attentions,
         probs=out.logits[0].float().softmax(-1).cpu().numpy(),
+        lambda_c=lambda_c(model, ids, mask)[:, :, 0] if mixes_by_alpha else None,  # (L, H, T)
     )
 
 
@@ -153,9 +267,8 @@ def _first_item(weights: torch.Tensor | BandedAttention) -> torch.Tensor | Bande
 def prefix_mass_grid(doc: DocumentAttention) -> np.ndarray:
     """(layers, heads): the mean over the text queries of the mass each puts on the prefix keys.
 
-    This is λ(C) (prefix-propagation paper, eq. 6) averaged over the document's tokens. For kernel
-    prefix-propagation the rows are mixing weights summing to 1 + α, and the grid holds the prefix
-    share: prefix weight / row sum. All zeros for runs without prefix keys.
+    This is λ(C) (prefix-propagation paper, eq. 6; `lambda_c`) averaged over the document's tokens,
+    the same λ(C) as the Kernel page's, kernel runs included. All zeros for runs without prefix keys.
     """
     return doc.query_prefix_mass.mean(-1)
 

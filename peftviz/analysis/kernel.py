@@ -6,9 +6,13 @@ trained-α rows to a method with a `trained_alpha`.
 
 Prefix-propagation's attention splits into a sequence term and a prefix term (Li et al., ACL 2023,
 eq. 3 and appendix A). Plain softmax attention weights the prefix term by λ(C), each query's
-softmax mass on the prefix keys (eq. 6); the kernel form fixes that weight to a constant α.
+softmax mass on the prefix keys (eqs. 5–6); the kernel form fixes that weight to a constant α:
 
-- `lambda_distribution`: λ(C) of every text query, read from the recorded attention.
+    λ(C) = Σ_{k ∈ P} exp(q·k / √d) / Σ_{k ∈ P ∪ C} exp(q·k / √d)
+    prefix-propagation:  H = (1 − λ(C)) · Attn(q, C) + λ(C) · Attn(q, P)       (eq. 5)
+    kernel form:         H = Attn(q, C) + α · Attn(q, P)                       (eq. 7)
+
+- `lambda_distribution`: λ(C) of every text query (`peftviz.analysis.attention.lambda_c`, eq. 6).
 - `alpha_sweep`: a trained run evaluated on its validation split under each α (and under the exact
   λ(C)), cached as JSON in the run folder.
 - `trained_alpha_rows`: the kernel runs of the store, one row per run at its configured α.
@@ -26,12 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from peftviz import schema
+from peftviz.analysis.attention import lambda_c
 from peftviz.config import TrainConfig, alpha_grid
 from peftviz.inference import evaluation_metrics, load_trained, predict, run_data, validation_loader
-from peftviz.longformer import key_mass
 from peftviz.methods import alpha_grid_method
 from peftviz.methods.kernel_prefix_propagation import EXACT
 from peftviz.model import PeftClassifier
@@ -89,29 +92,17 @@ def fixed_alpha(run: Run) -> float | None:
 # λ(C)
 
 
-@torch.no_grad()
 def lambda_distribution(model: PeftClassifier, tokenizer, texts: list[str], max_length: int) -> np.ndarray:
     """λ(C) of every text query of `texts`: (layers, heads, N), N the text tokens of all texts.
 
-    λ(C) is the softmax mass a query puts on the prefix keys (eq. 6), summed from the recorded
-    attention over [prefix keys; sequence keys]. Prefix queries and padding are left out. A kernel
-    model runs with the exact α for this, so its λ(C) is what the softmax would give its trained
-    prefixes (with a fixed α the recorded prefix mass would just be α).
+    λ(C) is `peftviz.analysis.attention.lambda_c`, the one definition the Attention page reads too
+    (eq. 6): a kernel model's λ(C) is what the softmax gives its trained prefixes, not its α.
+    Prefix queries and padding are left out.
     """
-    device = next(model.parameters()).device
     batch = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
     mask = batch["attention_mask"].bool()  # (B, T)
-    model.eval()
-    with model.method.exact_prefix_mass():
-        out = model(batch["input_ids"].to(device), batch["attention_mask"].to(device), output_attentions=True)
-    T = mask.shape[1]
-    per_layer = []
-    for weights in out.attentions:  # (B, H, q + T, j + T): q prefix queries, j prefix keys
-        n_prefix_keys = weights.shape[-1] - T
-        mass = key_mass(weights, n_prefix_keys)  # (B, H, q + T)
-        per_layer.append(mass[:, :, out.n_prefix_queries :].float().cpu())  # (B, H, T)
-    lam = torch.stack(per_layer).permute(0, 2, 1, 3)  # (L, H, B, T)
-    return lam.reshape(*lam.shape[:2], -1)[..., mask.reshape(-1)].numpy()  # (L, H, N)
+    lam = lambda_c(model, batch["input_ids"], batch["attention_mask"])  # (L, H, B, T)
+    return lam.reshape(*lam.shape[:2], -1)[..., mask.reshape(-1).numpy()]  # (L, H, N)
 
 
 def validation_texts(run: Run, n_docs: int = N_LAMBDA_DOCS) -> list[str]:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from peftviz.errors import PeftvizError
+from peftviz.methods.tiny_attention import starting_heads
 from peftviz.runs import Group, Run, RunError, group_runs
 from peftviz.stats import LEVEL, t_interval
 
@@ -30,6 +32,11 @@ HeadWeights = dict[str, np.ndarray]  # "query"/"key"/"value": (M, D, H); "out": 
 def applies(run: Run) -> bool:
     """Whether the run's method has heads to average (the tiny-attention adapter)."""
     return run.config is not None and run.method_class.averages_heads
+
+
+def multi_head_first(runs: list[Run]) -> list[Run]:
+    """The runs with heads to average, multi-head runs first (what the page opens on), else in store order."""
+    return sorted((run for run in runs if applies(run)), key=lambda run: run.method_config.n_heads == 1)
 
 
 def head_shape(run: Run) -> tuple[int, int]:
@@ -63,11 +70,16 @@ def _check_shapes(run: Run, layer: int, stored: dict[str, np.ndarray], inner: in
             )
 
 
+def _n_layers(params: dict) -> int:
+    """How many layers' adapters the stored parameters hold."""
+    return sum(1 for key in params if key.startswith("method.adapters.") and key.endswith(".query.weight"))
+
+
 def head_weights(run: Run) -> list[HeadWeights]:
     """Per layer: {"query", "key", "value": (M, D, H), "out": (M, H, D)} as float64 arrays."""
     n_heads, head_dim = head_shape(run)
     params = run.params()
-    n_layers = sum(1 for key in params if key.startswith("method.adapters.") and key.endswith(".query.weight"))
+    n_layers = _n_layers(params)
     if n_layers == 0:
         raise RunError(f"run {run.name}: params.safetensors holds no adapter heads (method.adapters.*)")
     layers = []
@@ -94,6 +106,33 @@ def head_vectors(weights: HeadWeights) -> np.ndarray:
     return np.concatenate([weights[name].reshape(n_heads, -1) for name in MATRICES], axis=1)
 
 
+def mean_similarity(similarity: np.ndarray) -> float:
+    """The mean cosine over the pairs of distinct heads of an (M, M) similarity; 1.0 for one head."""
+    n_heads = similarity.shape[0]
+    if n_heads == 1:
+        return 1.0
+    return float((similarity.sum() - np.trace(similarity)) / (n_heads * (n_heads - 1)))
+
+
+def starting_similarity(run: Run) -> list[float] | None:
+    """Per layer, the mean head cosine the run started training at: its `init_from` heads, perturbed
+    again exactly as in training (same noise). None without `init_from`, or when that file is gone
+    or does not fit."""
+    options = run.method_config
+    if options.n_heads == 1 or not options.init_from or "init_perturbation" not in run.config.method_options:
+        return None  # a run before 0.1 became the default did not record its perturbation
+    params = run.params()
+    try:
+        hidden = params["method.adapters.0.out.weight"].shape[0]  # out: (H, M·D)
+        adapters = starting_heads(
+            options.init_from, _n_layers(params), hidden, options.n_heads, options.head_dim, options.init_perturbation
+        )
+    except (PeftvizError, OSError, ValueError, KeyError):
+        return None
+    per_layer = ({name: weight.double().numpy() for name, weight in a.per_head().items()} for a in adapters)
+    return [mean_similarity(head_similarity(weights)) for weights in per_layer]
+
+
 def head_similarity(weights: HeadWeights) -> np.ndarray:
     """(M, M) cosine similarity of the heads' concatenated [W_Q; W_K; W_V; O].
 
@@ -115,21 +154,57 @@ class AveragingTable:
     rows: list[dict] = field(default_factory=list)  # quantity, before, after, change
 
     def display_rows(self) -> list[dict]:
-        """The rows as text: metrics to 4 decimals, parameter counts as integers, "–" where missing."""
+        """The rows as text: metrics to 4 decimals, parameter counts as integers, "–" where missing.
+
+        A change too small for 4 decimals is written in scientific notation, never as ±0.0000.
+        """
         return [
             {"quantity": row["quantity"], **{col: _display(row[col], row["quantity"], col) for col in COLUMNS}}
             for row in self.rows
         ]
 
+    def changed(self) -> list[str]:
+        """The metrics (not the parameter count) whose value averaging changed."""
+        return [row["quantity"] for row in self.rows if row["quantity"] in METRICS and row["change"]]
+
+    def styled(self):
+        """`display_rows` as a pandas Styler with every changed metric's row highlighted."""
+        frame = pd.DataFrame(self.display_rows())
+        changed = set(self.changed())
+
+        def highlight(row: pd.Series) -> list[str]:
+            return [HIGHLIGHT if row["quantity"] in changed else ""] * len(row)
+
+        return frame.style.apply(highlight, axis=1)
+
+    def change_summary(self) -> str:
+        """One sentence: which metrics averaging changed and by how much, or that it changed none."""
+        if self.kind != "averaged":
+            return ""
+        rows = {row["quantity"]: row for row in self.rows}
+        changed = [
+            f"{quantity} by {_display(rows[quantity]['change'], quantity, 'change')}" for quantity in self.changed()
+        ]
+        if not changed:
+            return "Averaging changed none of the metrics: the heads stayed (nearly) equal."
+        return f"Averaging changed {', '.join(changed)} (highlighted)."
+
 
 COLUMNS = ("before", "after", "change")
+METRICS = ("validation accuracy", "validation ECE", "test accuracy", "test ECE")
+HIGHLIGHT = "background-color: #fff3bf"  # a pale yellow row: averaging changed this metric
+SMALLEST_SHOWN = 5e-5  # below this a change rounds to ±0.0000 at 4 decimals
 
 
 def _display(value: float | None, quantity: str, column: str) -> str:
     if value is None:
         return "–"
     sign = "+" if column == "change" else ""
-    return f"{value:{sign},.0f}" if quantity == "method parameters" else f"{value:{sign}.4f}"
+    if quantity == "method parameters":
+        return f"{value:{sign},.0f}"
+    if column == "change" and value and abs(value) < SMALLEST_SHOWN:
+        return f"{value:+.1e}"
+    return f"{value:{sign}.4f}"
 
 
 def _row(quantity: str, before, after) -> dict:

@@ -59,7 +59,10 @@ class KernelPrefixPropagation(PrefixPropagation):
     config_class = KernelPrefixPropagationConfig
     alpha_sweep_method = "kernel-prefix-propagation"
     alpha_grid = ALPHA_GRID
-    attention_note = "Kernel form: weights are mixing weights summing to 1 + α; λ is the prefix share, prefix / sum."
+    attention_note = (
+        "Kernel form: the λ(C) grid and profile show the softmax share λ(C), the same as on the Kernel page; the "
+        "token heatmap shows the weights the run really mixes with, as shares of a row that sums to 1 + α."
+    )
 
     def __init__(self, config: KernelPrefixPropagationConfig, encoder_config):
         super().__init__(config, encoder_config)
