@@ -33,6 +33,7 @@ PAGES = {  # page -> (its path, what shows it has drawn)
     "Attention": ("Attention", ".js-plotly-plot"),
     "Kernel": ("Kernel", ".js-plotly-plot"),
     "Tiny-attention heads": ("Tiny_attention_heads", ".js-plotly-plot"),
+    "Tour": ("Tour", ".js-plotly-plot"),
 }
 SETTLE_S = 5.0
 

@@ -66,8 +66,9 @@ STEPS = [
         "Prefix-tuning gives every layer j trained keys and values that each token may attend to; the "
         "encoder's own weights stay frozen. Prefix-propagation prepends j trained positions instead, which have "
         "queries of their own, so they read the text and carry it up the layers, with half the parameters.",
-        r"\text{prefix-tuning: } H = \mathrm{Attn}\big(CW_q,\ [P_k; CW_k],\ [P_v; CW_v]\big) \qquad "
-        r"\text{prefix-propagation: } D^{(l)} = [P^{(l)} + C_{:j};\ C_{j:}],\ H = \mathrm{Attn}(D W_q, D W_k, D W_v)",
+        r"\begin{aligned} \text{prefix-tuning:}\quad & H = \mathrm{Attn}\big(CW_q,\ [P_k; CW_k],\ [P_v; CW_v]\big) \\ "
+        r"\text{prefix-propagation:}\quad & D^{(l)} = [P^{(l)} + C_{:j};\ C_{j:}], \quad "
+        r"H = \mathrm{Attn}(D W_q, D W_k, D W_v) \end{aligned}",
         "Train the quick comparison on the Home page.",
         one_per_label,
     ),
@@ -87,8 +88,10 @@ STEPS = [
         "Softmax attention over [prefixes; text] is a text term plus λ(C) times a prefix term, each normalised on "
         "its own, and the softmax picks λ(C) for every query. The kernel form replaces λ(C) by one constant α per "
         "layer: the boxes show the λ(C) a run's queries took, and the line the α the kernel run trained with.",
-        r"H = (1-\lambda(C))\,\mathrm{Kern}(Q, CW_k, CW_v) + \lambda(C)\,\mathrm{Kern}(Q, PW_k, PW_v)"
-        r"\ \longrightarrow\ \mathrm{Kern}(Q, CW_k, CW_v) + \alpha\,\mathrm{Kern}(Q, PW_k, PW_v)",
+        r"\begin{aligned} \text{softmax:}\quad & H = (1-\lambda(C))\,\mathrm{Kern}(Q, CW_k, CW_v) "
+        r"+ \lambda(C)\,\mathrm{Kern}(Q, PW_k, PW_v) \\ "
+        r"\text{kernel form:}\quad & H = \mathrm{Kern}(Q, CW_k, CW_v) + \alpha\,\mathrm{Kern}(Q, PW_k, PW_v) "
+        r"\end{aligned}",
         "Train kernel-prefix-propagation (or prefix-propagation) on the Train page.",
         _of_methods("kernel-prefix-propagation", "prefix-propagation"),
     ),

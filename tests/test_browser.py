@@ -206,14 +206,17 @@ def test_the_tour_steps_with_the_arrow_keys_and_every_step_draws_unclipped(serve
     from peftviz.tour import STEPS
 
     heading = '[data-testid="stHeading"] h1'
+    drawn = "(document.querySelector('.js-plotly-plot .gtitle')?.textContent ?? '')"
     with opened(browser, server, "Tour") as page:
+        previous = None
         for number in range(1, len(STEPS) + 1):
-            page.wait_for_function(
-                "([h, text]) => document.querySelector(h)?.textContent.startsWith(text)"
-                " && document.querySelectorAll('.js-plotly-plot').length === 1",
-                arg=[heading, f"{number} / {len(STEPS)}"], timeout=180_000,
+            page.wait_for_function(  # this step's heading, and its own figure (not the last step's, still shown)
+                f"([h, text, previous]) => document.querySelector(h)?.textContent.startsWith(text)"
+                f" && document.querySelectorAll('.js-plotly-plot').length === 1 && {drawn} !== previous",
+                arg=[heading, f"{number} / {len(STEPS)}", previous], timeout=180_000,
             )  # fmt: skip
             page.wait_for_timeout(500)
+            previous = page.evaluate(f"() => {drawn}")
             page.screenshot(path=str(SCREENSHOTS / f"Tour-step-{number}.png"))
             assert page.locator(ERRORS).count() == 0, page.locator(ERRORS).first.inner_text()
             assert page.evaluate(CLIPPED_LABELS) == [], f"step {number}"

@@ -181,3 +181,15 @@ def test_token_heatmap_title_names_its_layer_and_head():
     fig = attention.token_heatmap_figure(np.full((2, 3), 0.2), ["a", "b"], ["x", "y", "z"], 0, "tokens 0–1", 2, 4)
     assert fig.layout.title.text == "Layer 3, head 5: tokens 0–1"
     assert fig.data[0].zmax == pytest.approx(0.2)
+
+
+def test_the_head_similarity_scale_is_fitted_to_the_pairs_and_stated():
+    from peftviz.figures.tiny_heads import similarity_figure
+
+    similarity = np.array([[1.0, 0.934, 0.99], [0.934, 1.0, 0.95], [0.99, 0.95, 1.0]])
+    heatmap = similarity_figure(similarity, layer=0).data[0]
+    assert (heatmap.zmin, heatmap.zmax) == (0.934, 1) and heatmap.colorbar.title.text == "cosine, 0.934–1"
+    opposite = similarity_figure(np.array([[1.0, -0.5], [-0.5, 1.0]])).data[0]
+    assert (opposite.zmin, opposite.zmax) == (-1, 1)  # a negative pair: the full signed scale
+    equal = similarity_figure(np.ones((2, 2))).data[0]
+    assert equal.zmin == 0.999 and equal.zmax == 1  # identical heads still get a scale
