@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from peftviz.analysis import kernel, tiny_heads
 from peftviz.runs import Run
 
 
@@ -38,25 +39,24 @@ def one_per_label(runs: list[Run]) -> list[Run]:
     return list(first.values())
 
 
-def _of_methods(*methods: str) -> Callable[[list[Run]], list[Run]]:
-    """A picker: the first complete run of the first of `methods` the store has."""
+def where_attention_goes(runs: list[Run]) -> list[Run]:
+    """A run whose queries weigh the prefixes by λ(C) themselves (α free), else any run with prefix keys."""
+    complete = one_per_label(runs)
+    free = [run for run in complete if kernel.sweepable(run) and kernel.alpha_free(run)]
+    return (free or [run for run in complete if run.method_class.prefix_keys])[:1]
 
-    def pick(runs: list[Run]) -> list[Run]:
-        complete = one_per_label(runs)
-        for method in methods:
-            found = [run for run in complete if run.config.method == method]
-            if found:
-                return found[:1]
-        return []
 
-    return pick
+def lambda_against_alpha(runs: list[Run]) -> list[Run]:
+    """A run trained at a fixed α (its α drawn beside its λ(C)), else one whose λ(C) is free."""
+    candidates = kernel.propagation_runs(one_per_label(runs))
+    fixed = [run for run in candidates if kernel.fixed_alpha(run) is not None]
+    return (fixed or candidates)[:1]
 
 
 def most_heads(runs: list[Run]) -> list[Run]:
-    """The complete tiny-attention run with the most heads: averaging one head changes nothing."""
-    found = [run for run in one_per_label(runs) if run.config.method == "tiny-attention"]
-    found.sort(key=lambda run: -int(run.method_config.n_heads))
-    return found[:1] if found and int(found[0].method_config.n_heads) > 1 else []
+    """The complete run with the most heads to average: averaging one head changes nothing."""
+    found = tiny_heads.multi_head_first(one_per_label(runs))
+    return found[:1] if found and tiny_heads.head_shape(found[0])[0] > 1 else []
 
 
 STEPS = [
@@ -66,8 +66,8 @@ STEPS = [
         "Prefix-tuning gives every layer j trained keys and values that each token may attend to; the "
         "encoder's own weights stay frozen. Prefix-propagation prepends j trained positions instead, which have "
         "queries of their own, so they read the text and carry it up the layers, with half the parameters.",
-        r"\begin{aligned} \text{prefix-tuning:}\quad & H = \mathrm{Attn}\big(CW_q,\ [P_k; CW_k],\ [P_v; CW_v]\big) \\ "
-        r"\text{prefix-propagation:}\quad & D^{(l)} = [P^{(l)} + C_{:j};\ C_{j:}], \quad "
+        r"\begin{aligned} \text{Prefix-tuning:}\quad & H = \mathrm{Attn}\big(CW_q,\ [P_k; CW_k],\ [P_v; CW_v]\big) \\ "
+        r"\text{Prefix-propagation:}\quad & D^{(l)} = [P^{(l)} + C_{:j};\ C_{j:}], \quad "
         r"H = \mathrm{Attn}(D W_q, D W_k, D W_v) \end{aligned}",
         "Train the quick comparison on the Home page.",
         one_per_label,
@@ -79,8 +79,8 @@ STEPS = [
         "put on the prefixes, averaged over the tokens. Where it is large the prefixes rewrite a token's state; "
         "where it is near 0 the head reads the text as the frozen encoder would.",
         r"\lambda(C) = \frac{\sum_{k \in P} e^{q \cdot k / \sqrt{d}}}{\sum_{k \in P \cup C} e^{q \cdot k / \sqrt{d}}}",
-        "Train prefix-propagation (or prefix-tuning) on the Train page.",
-        _of_methods("prefix-propagation", "prefix-tuning"),
+        "Train a method with prefixes on the Train page, or the quick comparison on the Home page.",
+        where_attention_goes,
     ),
     Step(
         "kernel",
@@ -92,8 +92,8 @@ STEPS = [
         r"+ \lambda(C)\,\mathrm{Kern}(Q, PW_k, PW_v) \\ "
         r"\text{kernel form:}\quad & H = \mathrm{Kern}(Q, CW_k, CW_v) + \alpha\,\mathrm{Kern}(Q, PW_k, PW_v) "
         r"\end{aligned}",
-        "Train kernel-prefix-propagation (or prefix-propagation) on the Train page.",
-        _of_methods("kernel-prefix-propagation", "prefix-propagation"),
+        "Train the quick comparison on the Home page: its kernel-form run.",
+        lambda_against_alpha,
     ),
     Step(
         "calibration",
@@ -108,12 +108,12 @@ STEPS = [
     Step(
         "averaging",
         "Averaging heads: M experts at the cost of one",
-        "The tiny-attention adapter trains M small heads per layer, which start as perturbed copies of one "
+        "The Tiny-Attention adapter trains M small heads per layer, which start as perturbed copies of one "
         "trained head and drift apart into different experts. After training their parameters are averaged into "
         "one head, so M heads cost one at inference; the grid shows how alike each pair of heads ended.",
         r"\bar W_{Q,K,V} = \frac{1}{M}\sum_{m=1}^{M} W^{(m)}_{Q,K,V}, \qquad "
         r"\sum_{m=1}^{M} O^{(m)} \tilde z^{(m)} \longrightarrow \Big(\sum_{m=1}^{M} O^{(m)}\Big) \tilde z",
-        "Train the quick comparison on the Home page: its 4-head tiny-attention run.",
+        "Train the quick comparison on the Home page: its 4-head adapter run.",
         most_heads,
     ),
 ]

@@ -60,5 +60,5 @@ def test_a_step_number_from_a_link_is_clamped(value, index):
 def test_an_empty_store_says_what_to_train_instead_of_drawing(empty_store):
     app = open_step(5)
     assert not app.exception
-    assert "4-head tiny-attention" in app.info[0].value
+    assert "4-head adapter" in app.info[0].value
     assert not charts(app)

@@ -184,7 +184,7 @@ def lambda_and_alpha(alpha: float | None = None) -> tuple[Explanation, Explanati
         LAMBDA_EQUATION,
         "λ(C) is the share of a token's attention that ordinary softmax attention gives the prefixes; it "
         "changes from token to token. For a kernel run it is computed from the run's own trained prefixes as "
-        "if it were plain prefix-propagation, so it shows how much the prefixes would get without α.",
+        "if the method had no kernel form (ordinary softmax attention), so it shows how much the prefixes would get without α.",
     )
     share = "" if alpha is None else f" (this run: α = {alpha:g}, a share of {alpha / (1 + alpha):.2%})"
     fixed = Explanation(
