@@ -33,7 +33,8 @@ def train_store(preset: str, methods: str, store: Path) -> None:
 
 
 def evaluations(run) -> list[str | int]:
-    return [*range(1, len(run.metrics) + 1), "test"]
+    """Every finished epoch, and the test set once the run is complete."""
+    return [*range(1, len(run.metrics) + 1), *(["test"] if run.status == "complete" else [])]
 
 
 def compare_run(first, second) -> dict:
