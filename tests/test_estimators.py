@@ -474,6 +474,7 @@ def test_a_stored_runs_estimates_are_recomputed_from_its_predictions(tmp_path):
     writer = RunWriter.create(tmp_path, TrainConfig(method="fine-tuning", label="edge"), {"label_names": names})
     writer.write_epoch({"epoch": 1, "micro_f1": 0.5, "accuracy": 0.5, "ece": 0.1}, probs.astype(np.float32), labels)
     writer.write_params({"head.weight": torch.zeros(1)}, epoch=1)
+    writer.close()  # its writer gone: an incomplete run, not one still training
     run = load_run(writer.path)
     assert run.status == "incomplete" and run.epochs_done == 1, run.error
     stored_probs, stored_labels = run.predictions(1)
