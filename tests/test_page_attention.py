@@ -134,7 +134,7 @@ def test_lambda_and_alpha_are_explained_side_by_side():
     for explained in (lam, alpha):
         assert explained.text.count(". ") == 1 and explained.text.endswith(".")  # two plain sentences
     assert "(this run: α = 0.005, a share of 0.50%)" in alpha.text
-    assert "as if it were plain prefix-propagation" in lam.text
+    assert "as if the method had no kernel form (ordinary softmax attention)" in lam.text
     assert "(this run" not in analysis.lambda_and_alpha(None)[1].text
 
 
