@@ -19,12 +19,6 @@ appkit.page(
 )
 
 
-def document_attention(run, text: str):
-    """The run's recorded attention on `text`: 512 tokens on MiniLM ~80 MB; 2048 on the long MiniLM ~160 MB."""
-    model, tokenizer = appkit.trained_model(run)
-    return analysis.document_attention(model, tokenizer, text, run.config.max_length)
-
-
 def first_words(text: str, n: int = 10) -> str:
     words = text.split()
     return " ".join(words[:n]) + (" …" if len(words) > n else "")
@@ -54,7 +48,7 @@ try:
             "Validation document", range(len(texts)), format_func=lambda i: f"{i} · {first_words(texts[i])}"
         )
         text, gold = texts[index], names[labels[index]]
-    doc = appkit.per_run(document_attention, run, text, spinner="Reading the document's attention…", heavy=True)
+    doc = appkit.document_attention(run, text)
 except appkit.PeftvizError as err:
     appkit.show_error(err)
     st.stop()

@@ -21,19 +21,11 @@ st.latex(
 )
 
 
-def lambda_rows(run: Run) -> list[dict]:
-    """Quantile rows of λ(C) for a run."""
-    model, tokenizer = appkit.trained_model(run)
-    return kernel.lambda_summary(kernel.run_lambda_distribution(run, model, tokenizer))
-
-
 def show_lambda(run: Run) -> None:
     st.subheader("λ(C): the share of attention on the prefixes")
     per_head = st.toggle("One box per head", key="kernel_per_head")
     try:
-        rows = appkit.per_run(
-            lambda_rows, run, spinner=f"Computing λ(C) on {kernel.N_LAMBDA_DOCS} validation documents…"
-        )
+        rows = appkit.lambda_rows(run)
         alpha = kernel.fixed_alpha(run)
     except appkit.PeftvizError as err:
         appkit.show_error(err)

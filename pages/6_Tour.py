@@ -43,24 +43,14 @@ def prefixes_figure(runs, in_store):
 def attention_figure(runs, in_store):
     run = runs[0]
     text = appkit.per_run(attention.validation_split, run)[0][0]
-    doc = appkit.per_run(_document_attention, run, text, spinner="Reading a document's attention…", heavy=True)
+    doc = appkit.document_attention(run, text)  # the Attention page's cache: computed once for both
     title = f"λ(C) per layer and head · {run.label} · its first validation document"
     return attention_figures.prefix_mass_grid_figure(attention.prefix_mass_grid(doc), title=title)
 
 
-def _document_attention(run, text):
-    model, tokenizer = appkit.trained_model(run)
-    return attention.document_attention(model, tokenizer, text, run.config.max_length)
-
-
-def _lambda_rows(run):
-    model, tokenizer = appkit.trained_model(run)
-    return kernel.lambda_summary(kernel.run_lambda_distribution(run, model, tokenizer))
-
-
 def kernel_figure(runs, in_store):
     run = runs[0]
-    rows = appkit.per_run(_lambda_rows, run, spinner=f"λ(C) on {kernel.N_LAMBDA_DOCS} validation documents…")
+    rows = appkit.lambda_rows(run)  # the Kernel page's cache
     return kernel_figures.lambda_figure(rows, False, kernel.fixed_alpha(run))
 
 

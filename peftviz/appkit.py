@@ -33,7 +33,7 @@ from peftviz.runs import (
     store_signature,
 )
 
-__all__ = ["PeftvizError", "chart", "data_changed", "job_panel", "options_form", "page", "per_run", "pick_run",
+__all__ = ["PeftvizError", "chart", "data_changed", "document_attention", "job_panel", "lambda_rows", "options_form", "page", "per_run", "pick_run",
            "refused", "runs", "show_error", "trained_model"]  # fmt: skip
 
 IMAGE_FORMAT_KEY = "chart_image_format"
@@ -115,6 +115,33 @@ class PageJobManager(JobManager):
 
     def start(self, configs, runs_dir, origin: str | None = None):
         return super().start(configs, runs_dir, current_page() if origin is None else origin)
+
+
+def _document_attention(run: Run, text: str):
+    from peftviz.analysis.attention import document_attention as record
+
+    model, tokenizer = trained_model(run)
+    return record(model, tokenizer, text, run.config.max_length)
+
+
+def document_attention(run: Run, text: str):
+    """The run's recorded attention on `text` (512 tokens on MiniLM ~80 MB; 2048 on the long MiniLM
+    ~160 MB), computed once and kept: one cache for every page that shows it (Attention, Tour)."""
+    return per_run(_document_attention, run, text, spinner="Reading the document's attention…", heavy=True)
+
+
+def _lambda_rows(run: Run) -> list[dict]:
+    from peftviz.analysis import kernel
+
+    model, tokenizer = trained_model(run)
+    return kernel.lambda_summary(kernel.run_lambda_distribution(run, model, tokenizer))
+
+
+def lambda_rows(run: Run) -> list[dict]:
+    """Quantile rows of the run's λ(C) on its first validation documents, computed once and kept (Kernel, Tour)."""
+    from peftviz.analysis.kernel import N_LAMBDA_DOCS
+
+    return per_run(_lambda_rows, run, spinner=f"Computing λ(C) on {N_LAMBDA_DOCS} validation documents…")
 
 
 @st.cache_resource(show_spinner=False)
