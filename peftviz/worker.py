@@ -3,11 +3,16 @@
 Why not a thread of the server: dropout draws from torch's one global generator, and in the
 server other threads draw from it too (a page building a model to record attention, the Kernel
 page's α sweep), so a comparison trained there got other dropout masks than the same command
-trained from the CLI, and stored other results. A spawned process owns its generator, keeps the
+trained from the CLI, and stored other results. A child process owns its generator, keeps the
 server responsive (no shared GIL), and its memory goes when it ends.
 
-Nothing crosses the boundary as a pickle that the parent loads: the settings go down as JSON
-text and the child sends JSON lines back over a pipe (`send_bytes`/`recv_bytes`):
+Why `python -m peftviz.worker` and not `multiprocessing`: a spawned multiprocessing child first
+re-runs the parent's `__main__`, and in a Streamlit server `__main__` is whichever page script
+ran last, so the child would run a page before training (and fail where the page needs a
+session). A plain subprocess imports only this module.
+
+Nothing crosses the boundary as a pickle: the settings go down stdin as JSON, and the child
+answers one JSON object per line on its stdout (anything else it prints goes to stderr):
 
     {"progress": {...}}          a trainer's Progress event
     {"runs": [path, ...]}        done: the folders it wrote
@@ -20,8 +25,9 @@ run (the store lists it `incomplete`, and `train --resume` continues it).
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
+import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -29,11 +35,11 @@ from peftviz import errors
 from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError, TrainingError
 
-POLL_SECONDS = 0.5
+COMMAND = [sys.executable, "-m", "peftviz.worker"]  # a test swaps it for a child that dies
 
 
 def compare_in_process(configs: list[TrainConfig], runs_dir: Path, progress) -> list:
-    """`train.compare(configs, runs_dir, progress)`, run in a spawned process; returns its runs.
+    """`train.compare(configs, runs_dir, progress)`, run in a child process; returns its runs.
 
     Raises the PeftvizError the child raised (its class and first line), or a TrainingError if
     the child died without a word (killed, out of memory).
@@ -41,36 +47,40 @@ def compare_in_process(configs: list[TrainConfig], runs_dir: Path, progress) -> 
     from peftviz.runs import load_run
     from peftviz.train import Progress
 
-    receive, send = multiprocessing.Pipe(duplex=False)
-    settings = json.dumps([config.to_dict() for config in configs])
-    child = multiprocessing.get_context("spawn").Process(
-        target=_child, args=(settings, str(runs_dir), send, os.getpid()), name="peftviz-training", daemon=True
+    settings = json.dumps({"configs": [config.to_dict() for config in configs], "runs_dir": str(runs_dir)})
+    child = subprocess.Popen(
+        [*COMMAND, str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_child_env()
     )
-    child.start()
-    send.close()  # the parent only reads: EOF on `receive` then means the child is gone
     try:
-        while True:
-            message = _next_message(receive, child)
+        child.stdin.write(settings)
+        child.stdin.close()
+        for line in child.stdout:  # ends at EOF: the child is gone
+            message = json.loads(line)
             if "progress" in message:
                 progress(Progress(**message["progress"]))
             elif "runs" in message:
                 return [load_run(Path(path)) for path in message["runs"]]
             else:
                 raise _error(message)
+        raise TrainingError(f"the training process ended without finishing (exit code {child.wait()})")
     finally:
-        child.join(timeout=30)
-        receive.close()
+        _end(child)
 
 
-def _next_message(receive, child) -> dict:
-    while not receive.poll(POLL_SECONDS):
-        if not child.is_alive() and not receive.poll(0):
-            raise TrainingError(f"the training process ended without finishing (exit code {child.exitcode})")
+def _child_env() -> dict[str, str]:
+    """The server's environment, with this checkout first on the path whatever the server's cwd."""
+    root = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+
+
+def _end(child: subprocess.Popen) -> None:
+    """Let a finished child exit; one the parent abandoned (its progress callback raised) is killed."""
+    child.stdout.close()
     try:
-        return json.loads(receive.recv_bytes())
-    except EOFError:
-        child.join(timeout=5)
-        raise TrainingError(f"the training process ended without finishing (exit code {child.exitcode})") from None
+        child.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 
 def _error(message: dict) -> PeftvizError:
@@ -80,25 +90,36 @@ def _error(message: dict) -> PeftvizError:
     return kind(str(message.get("message", "training failed")))
 
 
-def _child(settings: str, runs_dir: str, send, parent: int) -> None:
+def _answer(channel, message: dict) -> None:
+    channel.write(json.dumps(message) + "\n")
+    channel.flush()
+
+
+def main(parent: int) -> None:
+    """The child: read settings from stdin, train, answer on the stdout it was given."""
+    channel = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # stray prints (libraries, warnings) go to stderr, never into the answers
     from peftviz.train import compare
 
     def report(event) -> None:
         if os.getppid() != parent:  # the server is gone: stop like a killed run, resumable from the CLI
             os._exit(1)
-        send.send_bytes(json.dumps({"progress": asdict(event)}).encode())
+        _answer(channel, {"progress": asdict(event)})
 
     try:
-        configs = [TrainConfig.from_dict(values) for values in json.loads(settings)]
-        runs = compare(configs, Path(runs_dir), report)
-        send.send_bytes(json.dumps({"runs": [str(run.path) for run in runs]}).encode())
+        settings = json.loads(sys.stdin.read())
+        configs = [TrainConfig.from_dict(values) for values in settings["configs"]]
+        runs = compare(configs, Path(settings["runs_dir"]), report)
+        _answer(channel, {"runs": [str(run.path) for run in runs]})
     except PeftvizError as err:
         first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
-        send.send_bytes(json.dumps({"error": type(err).__name__, "message": first_line}).encode())
+        _answer(channel, {"error": type(err).__name__, "message": first_line})
     except Exception as err:  # noqa: BLE001  (a bug: its kind and line reach the page; the traceback the log)
         import traceback
 
         traceback.print_exc()
-        send.send_bytes(json.dumps({"error": "", "message": f"{type(err).__name__}: {err}".splitlines()[0]}).encode())
-    finally:
-        send.close()
+        _answer(channel, {"error": "", "message": f"{type(err).__name__}: {err}".splitlines()[0]})
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

@@ -7,14 +7,16 @@ the child trains, as a busy server does, and the stored predictions still equal 
 in-process run's exactly.
 """
 
+import sys
 import threading
+import types
 
 import numpy as np
 import pytest
 import torch
 
 from peftviz.config import comparison, preset_config
-from peftviz.errors import ConfigError, TrainingError
+from peftviz.errors import ConfigError, ModelLoadError, TrainingError
 from peftviz.train import compare
 from peftviz.worker import compare_in_process
 
@@ -85,15 +87,21 @@ def test_the_childs_error_reaches_the_parent_as_its_kind_in_one_line(tmp_path):
 
 
 def test_a_child_killed_without_a_word_is_a_training_error(tmp_path, monkeypatch):
-    monkeypatch.setattr("peftviz.worker._child", _die)
+    monkeypatch.setattr("peftviz.worker.COMMAND", [sys.executable, "-c", "import os; os._exit(3)"])
     with pytest.raises(TrainingError, match="exit code 3"):
         compare_in_process([preset_config("smoke", "prefix-tuning")], tmp_path, lambda event: None)
 
 
-def _die(*args) -> None:
-    import os
-
-    os._exit(3)
+def test_the_child_never_runs_the_parents_main(tmp_path, monkeypatch):
+    """In a Streamlit server `__main__` is the last page script; the child must not run it."""
+    page = tmp_path / "page.py"
+    page.write_text("raise SystemExit('the page ran in the child')\n")
+    fake_main = types.ModuleType("__main__")
+    fake_main.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", fake_main)
+    config = preset_config("smoke", "prefix-tuning", model=str(tmp_path / "no-such-model"))
+    with pytest.raises(ModelLoadError):  # the child got as far as loading the model
+        compare_in_process([config], tmp_path, lambda event: None)
 
 
 def test_the_quick_comparisons_configs_survive_the_trip_as_json():
