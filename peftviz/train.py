@@ -16,6 +16,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 
@@ -60,11 +61,17 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def created_now() -> str:
+    """The time to the microsecond, with its UTC offset. The store lists runs oldest first by it, and
+    small runs are made several to a second (to the second, ties went by folder name)."""
+    return datetime.now().astimezone().isoformat(timespec="microseconds")
+
+
 def environment(engine: Engine) -> dict:
     packages = ("torch", "transformers", "accelerate", "datasets", "numpy", "scikit-learn", "netcal")
     device = engine.device
     return {
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "created": created_now(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "packages": {name: version(name) for name in packages},

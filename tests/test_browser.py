@@ -198,6 +198,7 @@ def test_a_method_has_one_colour_on_every_page(server, browser):
     averaging = next(chart for chart in tiny if chart["title"].startswith("Before vs after head averaging"))
     label = averaging["title"].split(" · ")[-1]
     before = {t["marker"] for t in averaging["traces"] if t["name"] == "before averaging"}
+    assert label in calibration, f"{label} is not among the Calibration page's runs {sorted(calibration)}"
     assert before == {calibration[label]}
 
 

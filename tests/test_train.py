@@ -206,3 +206,16 @@ def test_cuda_is_picked_when_present(monkeypatch):
     assert pick_device("auto").type == "cuda"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert pick_device("auto").type == "cpu"
+
+
+def test_the_store_lists_runs_in_the_order_they_were_made(smoke_store):
+    """Smoke runs are made several to a second: a creation time to the second left ties to the folder
+    name, and the Calibration page's first six runs then missed one of the comparison's."""
+    from peftviz.config import alpha_grid
+    from peftviz.train import created_now
+
+    made = comparison("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2))  # as conftest's smoke_store
+    assert [run.config.run_title for run in list_runs(smoke_store)] == [config.run_title for config in made]
+    first = created_now()
+    time.sleep(0.002)
+    assert created_now() > first  # within one second too
