@@ -24,6 +24,7 @@ run (the store lists it `incomplete`, and `train --resume` continues it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -52,8 +53,7 @@ def compare_in_process(configs: list[TrainConfig], runs_dir: Path, progress) -> 
         [*COMMAND, str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_child_env()
     )
     try:
-        child.stdin.write(settings)
-        child.stdin.close()
+        _send(child, settings)
         for line in child.stdout:  # ends at EOF: the child is gone
             message = json.loads(line)
             if "progress" in message:
@@ -65,6 +65,15 @@ def compare_in_process(configs: list[TrainConfig], runs_dir: Path, progress) -> 
         raise TrainingError(f"the training process ended without finishing (exit code {child.wait()})")
     finally:
         _end(child)
+
+
+def _send(child: subprocess.Popen, settings: str) -> None:
+    try:
+        child.stdin.write(settings)
+        child.stdin.close()
+    except BrokenPipeError:  # it died before reading them: its exit code is the news, read after this
+        with contextlib.suppress(BrokenPipeError):
+            child.stdin.close()  # closes the pipe even though the flush fails again
 
 
 def _child_env() -> dict[str, str]:

@@ -88,8 +88,9 @@ def test_the_childs_error_reaches_the_parent_as_its_kind_in_one_line(tmp_path):
 
 def test_a_child_killed_without_a_word_is_a_training_error(tmp_path, monkeypatch):
     monkeypatch.setattr("peftviz.worker.COMMAND", [sys.executable, "-c", "import os; os._exit(3)"])
+    many = [preset_config("smoke", "prefix-tuning")] * 200  # more settings than a pipe holds: the write fails
     with pytest.raises(TrainingError, match="exit code 3"):
-        compare_in_process([preset_config("smoke", "prefix-tuning")], tmp_path, lambda event: None)
+        compare_in_process(many, tmp_path, lambda event: None)
 
 
 def test_the_child_never_runs_the_parents_main(tmp_path, monkeypatch):
