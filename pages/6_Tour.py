@@ -26,6 +26,7 @@ PROJECTOR_CSS = """<style>
 .stMainBlockContainer .katex { font-size: 1.55em; }
 </style>"""
 
+appkit.leave_folder_navigation()
 st.set_page_config(page_title="peftviz · Tour", layout="wide", initial_sidebar_state="collapsed")
 st.markdown(PROJECTOR_CSS, unsafe_allow_html=True)
 

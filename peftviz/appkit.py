@@ -39,8 +39,24 @@ __all__ = ["PeftvizError", "chart", "data_changed", "document_attention", "job_p
 IMAGE_FORMAT_KEY = "chart_image_format"
 
 
+def leave_folder_navigation() -> None:
+    """Send the run through app.py's `st.navigation` if Streamlit ran this page file directly.
+
+    While `pages/` sits beside app.py, Streamlit runs a server's scripts in its older mode until
+    some run goes through app.py's `st.navigation`: a first visitor's link to /Train ran the page
+    file itself, under a menu built from the file names ("app", "Tiny attention heads", Tour
+    last), and the whole server kept it until someone opened "/". Every page calls this first.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:  # what app.py's st.navigation sets, had it run
+        PagesManager.uses_pages_directory = False
+        st.rerun()  # the same URL again, now resolved by app.py's pages
+
+
 def page(title: str, explanation: str) -> None:
     """Title and the two or three sentences that say what the page shows; the charts' export format."""
+    leave_folder_navigation()
     st.set_page_config(page_title=f"peftviz · {title}", layout="wide")
     st.sidebar.radio(
         "Charts download as", IMAGE_FORMATS, format_func=str.upper, horizontal=True, key=IMAGE_FORMAT_KEY,

@@ -48,10 +48,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(smoke_store):
+@contextlib.contextmanager
+def serving(store: Path):
+    """`streamlit run app.py` on `store`, until the block ends; yields its URL."""
     port = free_port()
-    env = {**os.environ, "PEFTVIZ_RUNS": str(smoke_store)}
+    env = {**os.environ, "PEFTVIZ_RUNS": str(store)}
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                "--server.address", "127.0.0.1", "--server.port", str(port)]  # fmt: skip
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -74,6 +75,12 @@ def server(smoke_store):
         except subprocess.TimeoutExpired:  # open websocket sessions can hold shutdown up
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(smoke_store):
+    with serving(smoke_store) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -227,3 +234,19 @@ def test_the_tour_steps_with_the_arrow_keys_and_every_step_draws_unclipped(serve
             "([h, text]) => document.querySelector(h)?.textContent.startsWith(text)",
             arg=[heading, f"{len(STEPS) - 1} / "], timeout=60_000,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("first_visit", ["home", "Kernel"])
+def test_a_new_servers_first_visitor_gets_the_apps_pages_at_any_link(smoke_store, browser, first_visit):
+    """Streamlit's older folder mode resolved a server's first request by file name: "/home" was
+    not found, and a first link to a page gave a menu of file names ("app" …) until "/" was opened."""
+    menu = ["Home", "Tour", "Train", "Calibration", "Attention", "Kernel", "Tiny-attention heads"]  # app.py's
+    with serving(smoke_store) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}/{first_visit}", wait_until="domcontentloaded")
+        heading = "peftviz" if first_visit == "home" else first_visit
+        page.wait_for_function("h => document.querySelector('h1')?.textContent === h", arg=heading, timeout=120_000)
+        page.wait_for_timeout(1000)
+        assert "Page not found" not in page.content()
+        assert page.locator('[data-testid="stSidebarNav"] a').all_inner_texts() == menu
+        page.close()

@@ -17,7 +17,7 @@ def open_page(path: str) -> AppTest:
 
 
 def test_home_lists_the_runs_of_the_store(app_store):
-    at = open_page("pages/0_Home.py")
+    at = open_page("pages/0_home.py")
     assert not at.exception and not at.error
     table = at.dataframe[0].value
     assert len(table) == 9 and set(table["status"]) == {"complete"}
@@ -26,14 +26,14 @@ def test_home_lists_the_runs_of_the_store(app_store):
 
 
 def test_home_describes_every_method(empty_store):
-    at = open_page("pages/0_Home.py")
+    at = open_page("pages/0_home.py")
     table = at.dataframe[0].value
     assert list(table["method"]) == list(METHODS)
     assert table.loc[table["method"] == "prefix-propagation", "options"].item().startswith("prefix_length=8")
 
 
 def test_home_on_an_empty_store_offers_the_quick_comparison(empty_store):
-    at = open_page("pages/0_Home.py")
+    at = open_page("pages/0_home.py")
     assert not at.exception
     assert "No runs" in at.info[0].value
     assert at.button[0].label == "Train the quick comparison"
@@ -49,7 +49,7 @@ def test_home_marks_corrupt_and_incomplete_runs(app_store, tmp_path, monkeypatch
     (store / "zz-corrupt" / "config.json").write_text("{oops")
     incomplete = next(store.glob("prefix-tuning-*"))
     (incomplete / "summary.json").unlink()
-    at = open_page("pages/0_Home.py")
+    at = open_page("pages/0_home.py")
     assert not at.exception
     status = dict(zip(at.dataframe[0].value["run"], at.dataframe[0].value["status"]))
     assert status["zz-corrupt"].startswith("corrupt: config.json: is not JSON")
@@ -115,7 +115,7 @@ def test_home_lists_groups_of_seeds_with_their_mean_and_interval(app_seeds_store
 
     from peftviz.runs import group_runs, list_runs
 
-    at = open_page("pages/0_Home.py")
+    at = open_page("pages/0_home.py")
     assert not at.exception and not at.error
     runs_table, groups_table = at.dataframe[0].value, at.dataframe[1].value
     assert len(runs_table) == 12 and sorted(set(runs_table["seed"])) == [0, 1]
@@ -130,7 +130,7 @@ def test_home_lists_groups_of_seeds_with_their_mean_and_interval(app_seeds_store
 def test_home_trains_the_quick_comparison_at_the_chosen_number_of_seeds(empty_store, monkeypatch):
     started = []
     monkeypatch.setattr(appkit.job_manager(), "start", lambda configs, root: started.append(configs))
-    at = open_page("pages/0_Home.py")
+    at = open_page("pages/0_home.py")
     at.number_input[0].set_value(3).run()
     at.button[0].click().run()
     assert not at.exception
@@ -189,7 +189,7 @@ def test_home_tells_a_run_in_training_from_a_stopped_one(app_store, tmp_path, mo
         (run / "summary.json").unlink()
     lock = WriterLock(live)  # this process writes `live`, as a training job would
     try:
-        at = open_page("pages/0_Home.py")
+        at = open_page("pages/0_home.py")
         status = dict(zip(at.dataframe[0].value["run"], at.dataframe[0].value["status"]))
         caption = at.caption[0].value
     finally:
@@ -199,7 +199,7 @@ def test_home_tells_a_run_in_training_from_a_stopped_one(app_store, tmp_path, mo
 
 
 def test_home_times_the_quick_comparison_honestly(app_store):
-    at = open_page("pages/0_Home.py")
+    at = open_page("pages/0_home.py")
     text = next(m.value for m in at.markdown if "runs on the offline MiniLM" in m.value)
     assert "no quick run has finished in this store" in text and "2 CPU cores (the README's machine)" in text
 

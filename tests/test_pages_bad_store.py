@@ -62,7 +62,7 @@ def test_page_opens_on_a_store_with_bad_runs(bad_store, monkeypatch, page):
     monkeypatch.setenv("PEFTVIZ_RUNS", str(bad_store))
     at = AppTest.from_file(str(ROOT / page), default_timeout=120).run()
     assert not at.exception, at.exception[0].message if at.exception else ""
-    if page in ("app.py", "pages/0_Home.py"):  # the router opens on Home
+    if page in ("app.py", "pages/0_home.py"):  # the router opens on Home
         status = dict(zip(at.dataframe[0].value["run"], at.dataframe[0].value["status"]))
         assert status["broken-config"].startswith("corrupt")
         assert status["broken-metrics"].startswith("corrupt")

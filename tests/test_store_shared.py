@@ -41,7 +41,7 @@ def test_two_trainings_and_the_app_share_a_store(tmp_path, monkeypatch):
         subprocess.Popen([*command, "--seed", str(seed)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for seed in (0, 1)
     ]
-    seen, home = set(), AppTest.from_file(str(ROOT / "pages/0_Home.py"), default_timeout=60)
+    seen, home = set(), AppTest.from_file(str(ROOT / "pages/0_home.py"), default_timeout=60)
     deadline = time.time() + 300
     while any(t.poll() is None for t in trainers) and time.time() < deadline:
         seen |= {(run.status, run.epochs_done) for run in list_runs(store)}
