@@ -193,3 +193,22 @@ def test_the_head_similarity_scale_is_fitted_to_the_pairs_and_stated():
     assert (opposite.zmin, opposite.zmax) == (-1, 1)  # a negative pair: the full signed scale
     equal = similarity_figure(np.ones((2, 2))).data[0]
     assert equal.zmin == 0.999 and equal.zmax == 1  # identical heads still get a scale
+
+
+def test_the_smooth_diagram_hides_a_runs_band_with_its_legend_entry():
+    """Six runs' bands overlap on one plot: each run's line, band and density share one legend
+    group, so its legend entry hides all three, and the legend says so."""
+    from peftviz import estimators
+
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(4), size=300)  # (N, C)
+    labels = rng.integers(0, 4, size=300)
+    curves = {name: estimators.smooth_reliability(probs, labels, n_resamples=10, seed=i)
+              for i, name in enumerate(["prefix-tuning", "lora"])}  # fmt: skip
+    fig = calibration.smooth_reliability_figure(curves, "smooth", "95% bootstrap")
+    for name in curves:
+        members = [trace for trace in fig.data if trace.legendgroup == name]
+        assert len(members) == 4  # band's two edges, the curve, the density
+        assert [trace.showlegend for trace in members].count(False) == 3  # one entry per run
+        assert any(trace.fill == "tonexty" for trace in members)
+    assert "double-click" in fig.layout.legend.title.text

@@ -42,6 +42,8 @@ UNDER_NAME = "under-confidence (acc > conf)"
 UNIT_RANGE = [-0.02, 1.02]  # [0, 1] and a little more, so the end ticks and bars are not cut
 MAX_RANK_TICKS = 6
 PANEL_COLUMNS = 3  # small multiples per row
+# several runs' bands overlap on one plot: a legend entry hides its run's line, band and density
+LEGEND_HINT = "click: hide · double-click: show alone"
 
 
 def caption(table: pd.DataFrame) -> str:
@@ -265,7 +267,7 @@ def smooth_reliability_figure(curves: dict[str, SmoothDiagram], title: str, band
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
                              line={"dash": "dash", "color": "gray"}, hoverinfo="skip"), row=1, col=1)  # fmt: skip
     fig.update_layout(title=f"{title}<br><sup>band: {band}</sup>", height=480, margin={"t": 80, "b": 40, "r": 20},
-                      legend={"orientation": "h", "y": -0.15, "yanchor": "top"})  # fmt: skip
+                      legend={"orientation": "h", "y": -0.15, "yanchor": "top", "title_text": LEGEND_HINT})  # fmt: skip
     fig.update_yaxes(title_text="accuracy (smoothed)", range=UNIT_RANGE, row=1, col=1)
     fig.update_yaxes(title_text="density", rangemode="tozero", row=2, col=1)
     fig.update_xaxes(range=UNIT_RANGE, automargin=True)
