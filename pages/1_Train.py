@@ -6,7 +6,6 @@ from peftviz import appkit
 from peftviz.config import PRESETS, TrainConfig, over_seeds, preset_config
 from peftviz.data import BUILTIN, HUB_DATASETS, DataError, load_data
 from peftviz.engine import check_machine
-from peftviz.errors import ConfigError
 from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.paths import store_dir
 from peftviz.uploads import store_upload
@@ -55,9 +54,7 @@ if st.button("Train", type="primary", disabled=appkit.training_now()):
     try:
         if not dataset:
             raise DataError("choose a dataset first")
-        problem = appkit.refused(TrainConfig, settings) or appkit.refused(METHODS[method].config_class, options)
-        if problem:  # a refused value never falls back to a default: nothing starts
-            raise ConfigError(problem)
+        # a value out of range raises a one-line ConfigError here, never falls back to a default
         config = preset_config(preset, method, model=model, dataset=dataset, method_options=options, **settings)
         check_machine(config)  # a precision or device this machine lacks: here, on the page, not in the job
         load_data(config.dataset, seed=config.data_seed, limit=config.limit)

@@ -34,7 +34,7 @@ from peftviz.runs import (
 )
 
 __all__ = ["PeftvizError", "chart", "data_changed", "document_attention", "job_panel", "lambda_rows", "options_form", "page", "per_run", "pick_run",
-           "refused", "runs", "show_error", "trained_model"]  # fmt: skip
+           "runs", "show_error", "trained_model"]  # fmt: skip
 
 IMAGE_FORMAT_KEY = "chart_image_format"
 
@@ -248,8 +248,8 @@ def options_form(option_class, defaults: dict, key: str, only: tuple[str, ...] |
 
     Number fields get no min_value/max_value on purpose: Streamlit's browser widget refuses a value
     outside them by marking the field and keeping the previous value, so the page would train with a
-    number the user did not choose. Every value is passed on as typed, and the Options class refuses
-    it with one sentence naming the setting and its range (`refused`), before anything starts."""
+    number the user did not choose. Every value is passed on as typed, and building the Options
+    refuses it with one sentence naming the setting and its range, before anything starts."""
     help_text, types, choices = option_class.help(), option_class.types(), option_class.choices()
     values = {}
     for f in fields(option_class):
@@ -277,16 +277,6 @@ def options_form(option_class, defaults: dict, key: str, only: tuple[str, ...] |
             optional_and_empty = default is None and not text
             values[f.name] = None if optional_and_empty else text
     return values
-
-
-def refused(option_class, values: dict) -> str | None:
-    """The first number of a form outside its field's range: one sentence naming the setting and the
-    range (as the Options check words it), or None. Checked before a config is built from the form."""
-    bounds = option_class.bounds()
-    for name, value in values.items():
-        if name in bounds and isinstance(value, (int, float)) and value not in bounds[name]:
-            return f"{name} must be {bounds[name]}, not {value:g}; nothing was started"
-    return None
 
 
 def training_now() -> bool:
