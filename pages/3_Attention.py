@@ -63,10 +63,7 @@ if doc.local_window:
                f"{doc.local_window} tokens on either side of it; weights outside that window are 0.")  # fmt: skip
 if run.method_class.attention_note:
     st.caption(run.method_class.attention_note)
-for column, explained in zip(st.columns(2), analysis.kernel_explanation(run) or ()):  # a kernel run: λ(C) beside α
-    column.markdown(f"**{explained.title}**")
-    column.latex(explained.equation)
-    column.markdown(explained.text)
+appkit.side_by_side(analysis.kernel_explanation(run) or ())  # a kernel run: λ(C) beside α
 if doc.n_prefix_keys:
     left, right = st.columns(2)
     appkit.chart(figures.prefix_mass_grid_figure(analysis.prefix_mass_grid(doc)), "grid", left)

@@ -35,10 +35,7 @@ def show_lambda(run: Run) -> None:
         f"Every text token of the first {kernel.N_LAMBDA_DOCS} validation documents, per layer: box from the "
         "25th to the 75th percentile, whiskers at the 5th and 95th. The same λ(C) as the Attention page's grid."
     )
-    for column, explained in zip(st.columns(2), attention.lambda_and_alpha(alpha)):  # λ(C) beside α
-        column.markdown(f"**{explained.title}**")
-        column.latex(explained.equation)
-        column.markdown(explained.text)
+    appkit.side_by_side(attention.lambda_and_alpha(alpha))  # λ(C) beside α
 
 
 def sweep_rows(run: Run) -> list[dict] | None:

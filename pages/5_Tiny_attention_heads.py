@@ -46,14 +46,15 @@ def show_similarity(weights: tiny_heads.HeadWeights, layer: int, start: float | 
     """The heads' cosine similarity; `start`: the layer's mean cosine when training began, if known."""
     st.subheader("How alike the heads are")
     similarity = tiny_heads.head_similarity(weights)  # (M, M)
+    mean = tiny_heads.mean_similarity(similarity)
     appkit.chart(figures.similarity_figure(similarity, layer), "tiny_heads_similarity")
     st.caption(
         "Cosine of each pair of heads' [W_Q; W_K; W_V; O]. Near 1: the heads stayed close and their average "
         "can stand in for them; lower: averaging changes the model more. "
-        f"Mean over the pairs in layer {layer + 1}: {tiny_heads.mean_similarity(similarity):.4f}."
+        f"Mean over the pairs in layer {layer + 1}: {mean:.4f}."
     )
     if start is not None:
-        moved = "apart" if tiny_heads.mean_similarity(similarity) < start else "closer together"
+        moved = "apart" if mean < start else "closer together"
         st.caption(
             f"It started at {start:.4f}, as perturbed copies of the 1-head adapter: training moved them {moved}."
         )

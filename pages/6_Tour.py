@@ -68,8 +68,7 @@ def calibration_figure(runs, in_store):
 def averaging_figure(runs, in_store):
     layers = appkit.per_run(tiny_heads.head_weights, runs[0], spinner="Reading the adapters' weights…")
     similarities = [tiny_heads.head_similarity(weights) for weights in layers]
-    off_diagonal = [sim[~np.eye(len(sim), dtype=bool)].mean() for sim in similarities]
-    layer = int(np.argmin(off_diagonal))  # where the heads became most different
+    layer = int(np.argmin([tiny_heads.mean_similarity(sim) for sim in similarities]))  # heads most different
     return tiny_figures.similarity_figure(similarities[layer], layer)
 
 

@@ -34,7 +34,7 @@ from peftviz.runs import (
 )
 
 __all__ = ["PeftvizError", "chart", "data_changed", "document_attention", "job_panel", "lambda_rows", "options_form", "page", "per_run", "pick_run",
-           "runs", "show_error", "trained_model"]  # fmt: skip
+           "runs", "show_error", "side_by_side", "trained_model"]  # fmt: skip
 
 IMAGE_FORMAT_KEY = "chart_image_format"
 
@@ -192,6 +192,14 @@ def not_applicable(runs: list[Run], applies: Callable[[Run], bool], why: str) ->
     left_out = sorted({run.config.method for run in runs if not applies(run)})
     if left_out:
         st.caption(f"Not shown: {', '.join(left_out)}. {why[0].upper()}{why[1:]}.")
+
+
+def side_by_side(explanations) -> None:
+    """Quantities explained in columns, each its title, equation and text (a kernel run's λ(C) beside α)."""
+    for column, explained in zip(st.columns(2), explanations):
+        column.markdown(f"**{explained.title}**")
+        column.latex(explained.equation)
+        column.markdown(explained.text)
 
 
 def show_error(err: Exception) -> None:
