@@ -361,7 +361,7 @@ def _read_text(path: Path) -> str:
     return text
 
 
-def _class_folders(folder: Path) -> list[Path]:
+def class_folders(folder: Path) -> list[Path]:
     """The class sub-folders of `folder`, sorted; names starting with "." or "_" (__MACOSX) are skipped."""
     try:
         return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
@@ -369,7 +369,7 @@ def _class_folders(folder: Path) -> list[Path]:
         raise DataError(f"folder {_printable(str(folder))} cannot be read ({err.strerror})") from None
 
 
-def _text_files(class_dir: Path) -> list[Path]:
+def text_files(class_dir: Path) -> list[Path]:
     """The .txt files of one class folder, sorted; at most MAX_ROWS + 1 of them are listed."""
     try:
         return sorted(islice(class_dir.glob("*.txt"), MAX_ROWS + 1))
@@ -380,7 +380,7 @@ def _text_files(class_dir: Path) -> list[Path]:
 def _read_folder(folder: Path) -> tuple[list[str], list[str], list[Path]]:
     """Texts, class names and paths, in sorted path order, from one sub-folder of .txt files per class."""
     shown = _printable(str(folder))
-    classes = _class_folders(folder)
+    classes = class_folders(folder)
     if not classes:
         raise DataError(f"folder {shown} has no class sub-folders of .txt files")
     if len(classes) == 1:
@@ -389,7 +389,7 @@ def _read_folder(folder: Path) -> tuple[list[str], list[str], list[Path]]:
     total_chars = 0
     for class_dir in classes:
         _check_unicode(class_dir.name, f"class sub-folder {_printable(str(class_dir))}", "name")
-        class_files = _text_files(class_dir)
+        class_files = text_files(class_dir)
         if not class_files:
             raise DataError(f"class sub-folder {_printable(str(class_dir))} has no .txt files")
         for path in class_files:

@@ -60,7 +60,7 @@ def data_sha256(spec: str) -> str | None:
         if stat.S_ISDIR(info.st_mode):
             return _folder_sha256(path)
         return _file_sha256(path, info) if stat.S_ISREG(info.st_mode) else None
-    except OSError:
+    except (OSError, DataError):
         return None
 
 
@@ -85,11 +85,13 @@ def _file_sha256(path: Path, info: os.stat_result) -> str:
 
 
 def _folder_sha256(folder: Path) -> str:
-    """The class sub-folders' .txt files as the loader reads them (hidden and "_" folders skipped)."""
+    """The class sub-folders' .txt files, listed by the loader's own functions, so the hash covers
+    exactly the files a run reads."""
+    from peftviz.data import class_folders, text_files
+
     digest = hashlib.sha256()
-    for path in sorted(folder.glob("*/*.txt")):
-        if path.parent.name.startswith((".", "_")) or not path.is_file():
-            continue
-        digest.update(f"{path.relative_to(folder).as_posix()}\n".encode())
-        digest.update(bytes.fromhex(_file_sha256(path, path.stat())))
+    for class_dir in class_folders(folder):
+        for path in text_files(class_dir):
+            digest.update(f"{path.relative_to(folder).as_posix()}\n".encode())
+            digest.update(bytes.fromhex(_file_sha256(path, path.stat())))
     return digest.hexdigest()
