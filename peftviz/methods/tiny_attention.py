@@ -57,6 +57,9 @@ if TYPE_CHECKING:
 
 MAX_HEADS = 64
 MAX_HEAD_DIM = 64
+# the heads' starting noise: a fixed generator, not the training seed (seeds differ through the
+# one-head run the heads are copied from); fixed so a page can rebuild a run's starting heads
+NOISE_SEED = 0
 
 
 @dataclass
@@ -152,14 +155,15 @@ class TinyAttention(nn.Module):
             getattr(self, name).weight.copy_(copies + noise.to(copies))
 
 
-def copy_heads_into(adapters, state: dict[str, Tensor], perturbation: float, seed: int = 0) -> None:
+def copy_heads_into(adapters, state: dict[str, Tensor], perturbation: float) -> None:
     """Start each layer's adapter in `adapters` as perturbed copies of a one-head adapter's state.
 
-    `state`: keys [method.]adapters.<l>.{query,key,value,out}.weight; one generator seeded `seed`
-    draws the noise of every layer in turn, so the same call gives the same starting heads.
+    `state`: keys [method.]adapters.<l>.{query,key,value,out}.weight; one generator seeded
+    NOISE_SEED draws the noise of every layer in turn, so the same call gives the same starting
+    heads (and a page can rebuild them: `starting_heads`).
     """
     state = {key.removeprefix("method."): value for key, value in state.items()}
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(NOISE_SEED)
     for index, adapter in enumerate(adapters):
         prefix = f"adapters.{index}."
         single = {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
@@ -171,7 +175,7 @@ def copy_heads_into(adapters, state: dict[str, Tensor], perturbation: float, see
 def starting_heads(
     init_from: str, n_layers: int, hidden_size: int, n_heads: int, head_dim: int, perturbation: float
 ) -> list[TinyAttention]:
-    """The adapters a run with `init_from` started training from, rebuilt (the same noise, seed 0)."""
+    """The adapters a run with `init_from` started training from, rebuilt (the same noise)."""
     adapters = [TinyAttention(hidden_size, n_heads, head_dim) for _ in range(n_layers)]
     copy_heads_into(adapters, _read_adapter(init_from), perturbation)
     return adapters
@@ -199,7 +203,7 @@ class TinyAttentionMethod(PeftMethod):
         )
         self.averaged_from: int | None = None
         if config.init_from:
-            self.copy_heads_from(_read_adapter(config.init_from), config.init_perturbation)
+            copy_heads_into(self.adapters, _read_adapter(config.init_from), config.init_perturbation)
 
     def attach(self, encoder) -> None:
         for index, layer in enumerate(encoder_layers(encoder)):
@@ -214,10 +218,6 @@ class TinyAttentionMethod(PeftMethod):
             return attention_out + self.adapters[index](source, key_bias), weights
 
         return hook
-
-    def copy_heads_from(self, state: dict[str, Tensor], perturbation: float, seed: int = 0) -> None:
-        """Initialise every layer's M heads from a one-head adapter's state (keys adapters.<l>.*)."""
-        copy_heads_into(self.adapters, state, perturbation, seed)
 
     def average_heads_(self) -> TinyAttentionMethod:
         """Replace every adapter by its parameter average (eqs. 5–8), in place; returns self."""
