@@ -9,22 +9,23 @@ from peftviz.config import METHOD_SETS, PRESETS, comparison, over_seeds
 from peftviz.methods import describe_methods
 from peftviz.runs import group_row, group_runs, measured_minutes, run_row, store_dir
 
-# the runs table fits a 1400-pixel window: the group key and parameter count are left to the groups
-# table and the CLI; the run folder (for `train --resume`) comes last, cut with its full name on hover
+# the runs table fits a 1280-pixel window with the sidebar open (790 of 818 px): the group key and
+# parameter count are left to the groups table and the CLI; the run folder (for `train --resume`)
+# comes last, cut with its full name on hover
 RUN_COLUMNS = ("method", "seed", "status", "epochs", "best accuracy", "ECE", "test accuracy", "trainable %",
                "dataset", "model", "run")  # fmt: skip
 RUN_COLUMN_CONFIG = {
-    "method": st.column_config.TextColumn(width=150),
-    "seed": st.column_config.NumberColumn(width=45),
-    "status": st.column_config.TextColumn(width=90),
-    "epochs": st.column_config.TextColumn(width=55),
-    "best accuracy": st.column_config.NumberColumn("val acc", format="%.3f", width=65, help="best epoch's validation accuracy"),
-    "ECE": st.column_config.NumberColumn("val ECE", format="%.3f", width=65, help="best epoch's validation ECE"),
-    "test accuracy": st.column_config.NumberColumn("test acc", format="%.3f", width=65),
+    "method": st.column_config.TextColumn(width=130),
+    "seed": st.column_config.NumberColumn(width=40),
+    "status": st.column_config.TextColumn(width=80),
+    "epochs": st.column_config.TextColumn(width=50),
+    "best accuracy": st.column_config.NumberColumn("val acc", format="%.3f", width=60, help="best epoch's validation accuracy"),
+    "ECE": st.column_config.NumberColumn("val ECE", format="%.3f", width=60, help="best epoch's validation ECE"),
+    "test accuracy": st.column_config.NumberColumn("test acc", format="%.3f", width=60),
     "trainable %": st.column_config.NumberColumn("trainable %", format="%.2f", width=85),
-    "dataset": st.column_config.TextColumn(width=90),
-    "model": st.column_config.TextColumn(width=80),
-    "run": st.column_config.TextColumn("run folder", width=150),
+    "dataset": st.column_config.TextColumn(width=80),
+    "model": st.column_config.TextColumn(width=70),
+    "run": st.column_config.TextColumn("run folder", width=75),
 }  # fmt: skip
 
 

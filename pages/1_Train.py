@@ -8,7 +8,7 @@ from peftviz.data import BUILTIN, HUB_DATASETS, DataError, load_data
 from peftviz.engine import check_machine
 from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.paths import store_dir
-from peftviz.uploads import store_upload
+from peftviz.uploads import as_uploaded, store_upload
 
 SETTINGS = ("epochs", "learning_rate", "max_length", "batch_size", "limit", "seed", "schedule", "pooling", "precision",
             "gradient_checkpointing")  # fmt: skip
@@ -25,6 +25,7 @@ with left:
     preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index("quick"))
     method = st.selectbox("Method", list(METHODS), index=list(METHODS).index(DEFAULT_METHOD))
     source = st.radio("Data", ["built-in or hub name", "upload a file", "local path"], horizontal=True)
+    uploaded = None  # (where it is stored, the user's name for it): errors name the user's file
     if source == "built-in or hub name":
         dataset = st.selectbox("Dataset", [BUILTIN, *HUB_DATASETS], help="hub names need the Hugging Face hub")
     elif source == "upload a file":
@@ -32,7 +33,8 @@ with left:
         dataset = None
         if upload is not None:
             try:
-                dataset = str(store_upload(upload.name, upload.getvalue()))  # named by content, not by the browser
+                uploaded = (store_upload(upload.name, upload.getvalue()), upload.name)  # stored by content
+                dataset = str(uploaded[0])
             except appkit.PeftvizError as err:
                 appkit.show_error(err)
     else:
@@ -61,5 +63,5 @@ if st.button("Train", type="primary", disabled=appkit.training_now()):
         seeds = list(range(config.seed, config.seed + n_seeds))
         appkit.job_manager().start(over_seeds([config], seeds), store_dir())
     except appkit.PeftvizError as err:  # bad settings, data or model
-        appkit.show_error(err)
+        appkit.show_error(as_uploaded(str(err), *uploaded) if uploaded else err)
 appkit.job_panel()

@@ -33,6 +33,12 @@ def ece_curve(unit: Group, n_bins, scheme, n_resamples, name):
     return analysis.group_ece_over_epochs(unit, n_bins, scheme, name)
 
 
+def headed(wide: pd.DataFrame) -> pd.DataFrame:
+    """A wide table with the metrics' headings as column names, for a static table: its cells and
+    headings wrap, so eight metrics' intervals fit the page's width instead of scrolling."""
+    return wide.rename(columns={name: e.heading for name, e in estimators.ESTIMATORS.items()})
+
+
 def comparison(units: list[Group], settings: cmp.Settings, metrics: tuple) -> cmp.Comparison:
     """Every run estimated once (cached per run), with a progress bar while new ones compute."""
     members = [run for unit in units for run in unit.runs]
@@ -123,7 +129,8 @@ else:
     title = f"Smooth reliability diagram (relplot) · epoch {epoch} validation"
     appkit.chart(figures.smooth_reliability_figure(curves, title, band, series), "smooth-reliability")
     st.caption("Kernel-smoothed accuracy against confidence, with the bandwidth that relplot's smooth ECE "
-               "chooses; below it, the density of the confidences. No bins to choose.")  # fmt: skip
+               "chooses: no bins to choose. The curve is drawn where about one prediction or more lies within one "
+               "bandwidth; where a run made no predictions there is nothing to smooth.")  # fmt: skip
 
 st.subheader("ECE over epochs")
 frames = []
@@ -162,11 +169,11 @@ try:
 except appkit.PeftvizError as err:
     appkit.show_error(err)
 else:
-    st.dataframe(cmp.wide_summary(result), hide_index=True, key="comparison-summary")
+    st.table(headed(cmp.wide_summary(result)), border="horizontal", hide_index=True)
     st.caption("Each cell: value [95% interval]. One run: bootstrap over the examples. Several seeds: mean "
                "over seeds, t-interval over seeds.")  # fmt: skip
     if not result.pairs.empty:
-        st.dataframe(cmp.wide_pairs(result), hide_index=True, key="comparison-pairs")
+        st.table(headed(cmp.wide_pairs(result)), border="horizontal", hide_index=True)
         st.caption("Differences A − B; * marks a difference significant at 5% after Holm's correction over the "
                    "pairs, per metric. Single runs: paired bootstrap on the same examples; groups: paired-by-seed "
                    "t-test (Welch's where the seeds differ).")  # fmt: skip

@@ -30,10 +30,12 @@ def show_lambda(run: Run) -> None:
     except appkit.PeftvizError as err:
         appkit.show_error(err)
         return
-    appkit.chart(figures.lambda_figure(rows, per_head, alpha), "kernel_lambda")
+    appkit.chart(figures.lambda_figure(rows, per_head, alpha, kernel.lambda_title(run)), "kernel_lambda")
     st.caption(
         f"Every text token of the first {kernel.N_LAMBDA_DOCS} validation documents, per layer: box from the "
-        "25th to the 75th percentile, whiskers at the 5th and 95th. The same λ(C) as the Attention page's grid."
+        "25th to the 75th percentile, whiskers at the 5th and 95th. The same λ(C) (eq. 6) as the Attention page's "
+        "grid, which averages one document's tokens per head: its numbers differ from these by what that "
+        f"document's tokens differ from all {kernel.N_LAMBDA_DOCS} documents' tokens."
     )
     appkit.side_by_side(attention.lambda_and_alpha(alpha))  # λ(C) beside α
 

@@ -18,17 +18,18 @@ from peftviz.figures import palette
 from peftviz.figures import tiny_heads as tiny_figures
 from peftviz.figures.tour import presentable, trainable_figure
 
-# projector legibility: larger body text and equations, less chrome
+# projector legibility: larger body text and equations, less chrome; the heading shrinks with the
+# window so a step's title stays on one line and its figure above the fold of a 720-pixel window
 PROJECTOR_CSS = """<style>
-.stMainBlockContainer { max-width: 1500px; padding-top: 2rem; }
-.stMainBlockContainer p { font-size: 1.45rem; line-height: 1.5; }
-.stMainBlockContainer h1 { font-size: 2.6rem; }
-.stMainBlockContainer .katex { font-size: 1.55em; }
+.stMainBlockContainer { max-width: 1500px; padding-top: 3.5rem; padding-bottom: 1rem; }
+.stMainBlockContainer p { font-size: 1.3rem; line-height: 1.45; }
+.stMainBlockContainer h1 { font-size: clamp(1.5rem, 2.2vw, 2.6rem); padding: 0.2rem 0; }
+.stMainBlockContainer .katex { font-size: 1.3em; }
 </style>"""
 
 appkit.leave_folder_navigation()
 st.set_page_config(page_title="peftviz · Tour", layout="wide", initial_sidebar_state="collapsed")
-st.markdown(PROJECTOR_CSS, unsafe_allow_html=True)
+appkit.style(appkit.PAGE_CSS + PROJECTOR_CSS)
 
 
 def go_to(index: int) -> None:
@@ -52,7 +53,7 @@ def attention_figure(runs, in_store):
 def kernel_figure(runs, in_store):
     run = runs[0]
     rows = appkit.lambda_rows(run)  # the Kernel page's cache
-    return kernel_figures.lambda_figure(rows, False, kernel.fixed_alpha(run))
+    return kernel_figures.lambda_figure(rows, False, kernel.fixed_alpha(run), kernel.lambda_title(run))
 
 
 def calibration_figure(runs, in_store):
@@ -75,7 +76,24 @@ def averaging_figure(runs, in_store):
 FIGURES = {"prefixes": prefixes_figure, "attention": attention_figure, "kernel": kernel_figure,
            "calibration": calibration_figure, "averaging": averaging_figure}  # fmt: skip
 
-index = tour.step_index(st.query_params.get("step", 1))
+
+def draw(step: tour.Step) -> None:
+    """The step's figure from the store, or what to train for it, or the error that stopped it."""
+    runs = appkit.runs(usable_only=True)
+    picked = step.pick(runs)
+    if not picked:
+        st.info(f"The store has no run for this step yet. {step.missing}")
+        return
+    try:
+        figure = FIGURES[step.key](picked, palette.store_series(runs))
+    except appkit.PeftvizError as err:
+        appkit.show_error(err)
+        return
+    appkit.chart(presentable(figure), f"tour_{step.key}")
+
+
+asked = st.query_params.get("step", 1)
+index = tour.step_index(asked)
 step = tour.STEPS[index]
 back, heading, forward = st.columns([1, 10, 1], vertical_alignment="center")
 back.button("←", key="tour_back", shortcut="Left", disabled=index == 0, on_click=go_to, args=(index - 1,),
@@ -83,18 +101,11 @@ back.button("←", key="tour_back", shortcut="Left", disabled=index == 0, on_cli
 forward.button("→", key="tour_next", shortcut="Right", disabled=index == len(tour.STEPS) - 1, on_click=go_to,
                args=(index + 1,), help="next step (→ key)")  # fmt: skip
 heading.title(f"{index + 1} / {len(tour.STEPS)} · {step.title}")
-st.markdown(step.text)
-st.latex(step.equation)
-
-runs = appkit.runs(usable_only=True)
-picked = step.pick(runs)
-if not picked:
-    st.info(f"The store has no run for this step yet. {step.missing}")
-    st.stop()
-try:
-    figure = FIGURES[step.key](picked, palette.store_series(runs))
-except appkit.PeftvizError as err:
-    appkit.show_error(err)
-    st.stop()
-appkit.chart(presentable(figure), f"tour_{step.key}")
+if note := tour.unknown_step(asked):
+    st.warning(note)
+text, drawing = st.columns([2, 3], gap="large")  # side by side: the figure starts under the heading
+text.markdown(step.text)
+text.latex(step.equation)
+with drawing:
+    draw(step)
 st.caption(" · ".join(f"step {i + 1}: {s.title.split(':')[0]}" for i, s in enumerate(tour.STEPS)))

@@ -37,6 +37,15 @@ __all__ = ["PeftvizError", "chart", "data_changed", "document_attention", "job_p
            "runs", "show_error", "side_by_side", "trained_model"]  # fmt: skip
 
 IMAGE_FORMAT_KEY = "chart_image_format"
+# KaTeX ends a stacked expression with a 2-px strut that hangs out of its box (`.vlist-s`, margin
+# -2px): in a display equation, which scrolls sideways when too wide, that made a scroll bar for
+# nothing. The padding holds the strut.
+PAGE_CSS = "<style>.katex-display { padding-right: 2px; }</style>"
+
+
+def style(css: str = PAGE_CSS) -> None:
+    """Add CSS to the page (no visible element)."""
+    st.html(css)
 
 
 def leave_folder_navigation() -> None:
@@ -58,6 +67,7 @@ def page(title: str, explanation: str) -> None:
     """Title and the two or three sentences that say what the page shows; the charts' export format."""
     leave_folder_navigation()
     st.set_page_config(page_title=f"peftviz · {title}", layout="wide")
+    style()
     st.sidebar.radio(
         "Charts download as", IMAGE_FORMATS, format_func=str.upper, horizontal=True, key=IMAGE_FORMAT_KEY,
         help="The camera button in a chart's toolbar saves the chart in this format; the CSV button under it "
@@ -127,10 +137,11 @@ def trained_model(run: Run):
 
 
 class PageJobManager(JobManager):
-    """The server's JobManager, which notes the page a job was started from (see `job_panel`)."""
+    """The server's JobManager, which notes the page and session a job was started from (see `job_panel`)."""
 
-    def start(self, configs, runs_dir, origin: str | None = None):
-        return super().start(configs, runs_dir, current_page() if origin is None else origin)
+    def start(self, configs, runs_dir, origin: str | None = None, session: str | None = None):
+        origin = current_page() if origin is None else origin
+        return super().start(configs, runs_dir, origin, current_session() if session is None else session)
 
 
 def _document_attention(run: Run, text: str):
@@ -202,8 +213,8 @@ def side_by_side(explanations) -> None:
         column.markdown(explained.text)
 
 
-def show_error(err: Exception) -> None:
-    """A user mistake or bad run folder, in one sentence on the page: no traceback."""
+def show_error(err: Exception | str) -> None:
+    """A user mistake or bad run folder (an exception or its message), in one sentence on the page: no traceback."""
     st.error(str(err).splitlines()[0] if str(err) else type(err).__name__)
 
 
@@ -213,12 +224,13 @@ def job_panel() -> None:
     While a job runs, the panel is a fragment redrawn every second; otherwise it is drawn once with
     the page and nothing reruns: an idle tab costs the server nothing (benchmarks/idle_cpu.py). When
     the job ends, the whole page reruns once, which picks up the new runs. A finished job's bars show
-    only on the page that started it: elsewhere they would pass for that page's own job.
+    only on the page and in the browser session that started it: elsewhere they would pass for that
+    page's or that visitor's own job (under a refused Train, as if it had run).
     """
     job = job_manager().current
     if job is not None and job.status == "running":
         _live_job_panel()
-    elif job is not None and job.origin in ("", current_page()):
+    elif job is not None and job.origin in ("", current_page()) and job.session in ("", current_session()):
         _draw_job(job)
 
 
@@ -240,6 +252,14 @@ def _draw_job(job) -> None:
         st.progress(job.fraction_done(name), text=f"{text} · {timing}" if timing else text)
     if job.status == "failed":
         st.error(f"Training stopped: {job.error}")
+
+
+def current_session() -> str:
+    """The id of the browser session (a tab) running now; "" outside a page run."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
 
 
 def current_page() -> str:

@@ -446,9 +446,16 @@ class SmoothDiagram:
     curve: np.ndarray  # smoothed accuracy given confidence (relplot's mu)
     lower: np.ndarray  # 95% bootstrap band of the curve (relplot's, over its resamples)
     upper: np.ndarray
-    density: np.ndarray  # kernel density of the confidence on the mesh
+    density: np.ndarray  # kernel density of the confidence on the mesh (a pdf on [0, 1])
     smooth_ece: float
     sigma: float  # kernel bandwidth chosen by smECE
+    n: int  # the predictions it was smoothed from
+
+    def supported(self, at_least: float = 1.0) -> np.ndarray:
+        """(mesh,) bool: where the curve rests on predictions, about `at_least` of them within one
+        bandwidth of the point (n · density · 2σ). Elsewhere the smoother has next to nothing to
+        average and its curve means little; relplot fades it there by the same density."""
+        return self.n * self.density * 2 * self.sigma >= at_least
 
 
 def smooth_reliability(probs, labels, n_resamples: int = 200, seed: int = 0, band: bool = True) -> SmoothDiagram:
@@ -481,4 +488,5 @@ def smooth_reliability(probs, labels, n_resamples: int = 200, seed: int = 0, ban
         density=arrays["density"],
         smooth_ece=float(out["ce"]),
         sigma=float(out["sigma"]),
+        n=len(confidence),
     )

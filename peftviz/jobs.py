@@ -8,8 +8,9 @@ otherwise change its dropout masks), so navigating between pages does not stop i
 stays consistent whatever the tabs do.
 
 A job keeps when each run started and ended, so its progress bars can say how long it has taken
-and how long it has left (`Job.timing`). It also keeps the page that started it (`origin`), so a
-finished job's bars show there, not on a page that trains something else.
+and how long it has left (`Job.timing`). It also keeps the page and the browser session that started
+it (`origin`, `session`), so a finished job's bars show there only: not on a page that trains
+something else, nor in another visitor's tab, where they would pass for that visitor's own job.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Job:
     runs: list[Run] = field(default_factory=list)
     started: float = field(default_factory=time.time)
     origin: str = ""  # the page that started it (appkit's page id)
+    session: str = ""  # the browser session that started it (Streamlit's session id)
     run_started: dict[str, float] = field(default_factory=dict)  # run name -> time of its first event
     run_ended: dict[str, float] = field(default_factory=dict)  # run name -> time of its "done" event
     ended: float | None = None
@@ -79,12 +81,12 @@ class JobManager:
         self._lock = threading.Lock()
         self.current: Job | None = None
 
-    def start(self, configs: list[TrainConfig], runs_dir: Path, origin: str = "") -> Job:
+    def start(self, configs: list[TrainConfig], runs_dir: Path, origin: str = "", session: str = "") -> Job:
         """Start training `configs` in turn, unless a job is running: then return that one."""
         with self._lock:
             if self.current is not None and self.current.status == "running":
                 return self.current
-            job = Job(list(configs), Path(runs_dir), origin=origin)
+            job = Job(list(configs), Path(runs_dir), origin=origin, session=session)
             self.current = job
         threading.Thread(target=self._work, args=(job,), daemon=True, name="peftviz-training").start()
         return job

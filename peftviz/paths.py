@@ -1,8 +1,8 @@
 """Where peftviz keeps things: the one module that knows the cache folder. Imports nothing of peftviz.
 
     cache/runs/       the run store ($PEFTVIZ_RUNS overrides it; tests point it elsewhere)
+      .uploads/       datasets uploaded through the app, beside the runs trained on them
     cache/models/     encoders peftviz builds, e.g. the long MiniLM
-    cache/uploads/    datasets uploaded through the app
     cache/reports/    CSV written by `python -m peftviz report`
 
 $PEFTVIZ_CACHE moves the whole cache. The folders are read at call time, so tests can redirect them.
@@ -30,7 +30,9 @@ def models_dir() -> Path:
 
 
 def uploads_dir() -> Path:
-    return cache_dir() / "uploads"
+    """Inside the store (a hidden folder, which the store does not list as a run): an upload goes
+    where the runs trained on it go, also when $PEFTVIZ_RUNS moves the store off the project."""
+    return store_dir() / ".uploads"
 
 
 def reports_dir() -> Path:

@@ -66,9 +66,9 @@ STEPS = [
         "Prefix-tuning gives every layer j trained keys and values that each token may attend to; the "
         "encoder's own weights stay frozen. Prefix-propagation prepends j trained positions instead, which have "
         "queries of their own, so they read the text and carry it up the layers, with half the parameters.",
-        r"\begin{aligned} \text{Prefix-tuning:}\quad & H = \mathrm{Attn}\big(CW_q,\ [P_k; CW_k],\ [P_v; CW_v]\big) \\ "
-        r"\text{Prefix-propagation:}\quad & D^{(l)} = [P^{(l)} + C_{:j};\ C_{j:}], \quad "
-        r"H = \mathrm{Attn}(D W_q, D W_k, D W_v) \end{aligned}",
+        r"\begin{aligned} & \text{Prefix-tuning:} \\ & \quad H = \mathrm{Attn}\big(CW_q,\ [P_k; CW_k],\ [P_v; CW_v]\big) \\ "
+        r"& \text{Prefix-propagation:} \\ & \quad D^{(l)} = [P^{(l)} + C_{:j};\ C_{j:}] \\ "
+        r"& \quad H = \mathrm{Attn}(D W_q, D W_k, D W_v) \end{aligned}",
         "Train the quick comparison on the Home page.",
         one_per_label,
     ),
@@ -88,9 +88,9 @@ STEPS = [
         "Softmax attention over [prefixes; text] is a text term plus λ(C) times a prefix term, each normalised on "
         "its own, and the softmax picks λ(C) for every query. The kernel form replaces λ(C) by one constant α per "
         "layer: the boxes show the λ(C) a run's queries took, and the line the α the kernel run trained with.",
-        r"\begin{aligned} \text{softmax:}\quad & H = (1-\lambda(C))\,\mathrm{Kern}(Q, CW_k, CW_v) "
-        r"+ \lambda(C)\,\mathrm{Kern}(Q, PW_k, PW_v) \\ "
-        r"\text{kernel form:}\quad & H = \mathrm{Kern}(Q, CW_k, CW_v) + \alpha\,\mathrm{Kern}(Q, PW_k, PW_v) "
+        r"\begin{aligned} & \text{softmax:} \\ & \quad H = (1-\lambda(C))\,\mathrm{Kern}(Q, CW_k, CW_v) \\ "
+        r"& \qquad + \lambda(C)\,\mathrm{Kern}(Q, PW_k, PW_v) \\ "
+        r"& \text{kernel form:} \\ & \quad H = \mathrm{Kern}(Q, CW_k, CW_v) \\ & \qquad + \alpha\,\mathrm{Kern}(Q, PW_k, PW_v) "
         r"\end{aligned}",
         "Train the quick comparison on the Home page: its kernel-form run.",
         lambda_against_alpha,
@@ -111,8 +111,9 @@ STEPS = [
         "The Tiny-Attention adapter trains M small heads per layer, which start as perturbed copies of one "
         "trained head and drift apart into different experts. After training their parameters are averaged into "
         "one head, so M heads cost one at inference; the grid shows how alike each pair of heads ended.",
-        r"\bar W_{Q,K,V} = \frac{1}{M}\sum_{m=1}^{M} W^{(m)}_{Q,K,V}, \qquad "
-        r"\sum_{m=1}^{M} O^{(m)} \tilde z^{(m)} \longrightarrow \Big(\sum_{m=1}^{M} O^{(m)}\Big) \tilde z",
+        r"\begin{aligned} \bar W_{Q,K,V} &= \frac{1}{M}\sum_{m=1}^{M} W^{(m)}_{Q,K,V} \\ "
+        r"\sum_{m=1}^{M} O^{(m)} \tilde z^{(m)} &\longrightarrow \Big(\sum_{m=1}^{M} O^{(m)}\Big) \tilde z "
+        r"\end{aligned}",
         "Train the quick comparison on the Home page: its 4-head adapter run.",
         most_heads,
     ),
@@ -126,3 +127,11 @@ def step_index(value: object) -> int:
     except ValueError:
         return 0
     return min(max(number, 1), len(STEPS)) - 1
+
+
+def unknown_step(value: object) -> str | None:
+    """What to say when a link asks for a step the Tour lacks (and which is shown instead); None when it has it."""
+    shown = step_index(value) + 1
+    if str(value) == str(shown):
+        return None
+    return f"The Tour has no step {str(value)[:20]!r}: its steps are 1 to {len(STEPS)}. Showing step {shown}."

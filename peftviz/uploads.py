@@ -1,8 +1,10 @@
 """Datasets uploaded through the app, stored under names peftviz makes from their content.
 
 The browser's file name is never used as a path (it may be `../../x.csv` or `/etc/x.csv`): an
-upload is stored as `cache/uploads/<sha256 of its bytes, 16 hex digits><.csv or .jsonl>`. The same
-content is stored once; different content never replaces a file a run was trained on.
+upload is stored in the run store's hidden `.uploads/` folder (`paths.uploads_dir`) as
+`<the first 16 hex digits of its bytes' SHA-256><.csv or .jsonl>`. The same content is stored
+once; different content never replaces a file a run was trained on. What is wrong with an upload is
+said of the file the user chose (`as_uploaded`), not of the name peftviz stored it under.
 
 A run records the SHA-256 of the data it read (`data_sha256`), whatever its source (an upload, a
 local file or folder, the built-in corpus), so a page can say when the data under that name has
@@ -34,7 +36,7 @@ def upload_path(name: str, content: bytes) -> Path:
 
 
 def store_upload(name: str, content: bytes) -> Path:
-    """Store an uploaded file by its content (once); returns its path under cache/uploads/."""
+    """Store an uploaded file by its content (once); returns its path in `uploads_dir()`."""
     if len(content) > UPLOAD_LIMIT:
         raise DataError(f"upload {name!r} is {len(content) / MB:.0f} MB; the limit is {UPLOAD_LIMIT // MB} MB")
     path = upload_path(name, content)
@@ -42,6 +44,11 @@ def store_upload(name: str, content: bytes) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, content)
     return path
+
+
+def as_uploaded(message: str, stored: Path, name: str) -> str:
+    """A message about the stored upload, said of the file the user uploaded: its name for the path."""
+    return message.replace(str(stored), repr(PurePath(name.replace("\\", "/")).name))
 
 
 def data_sha256(spec: str) -> str | None:

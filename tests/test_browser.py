@@ -1,10 +1,16 @@
 """The app in a real browser: Streamlit headless on loopback, Debian's chromium driven by Playwright.
 
-Every page is opened on a smoke store; the test waits for its charts (or table), checks that no
-exception or error element is shown and that no chart title or tick label is cut off at its chart's
-edge, and saves a screenshot of the page and one of each chart to cache/screenshots/. Other tests
-read what plotly drew, from the live graph divs (`.data`, `._fullLayout`) and their SVG: bar
-heights against the axis scale, and each method's colour on every page that shows it.
+Every page and every Tour step is opened at 1280×720 and 1600×1000, once its script has finished
+and plotly has laid out its charts, and passes the figure audit (tests/figure_audit.py) as drawn:
+data inside the drawn axes, no overlapping titles or legends, nothing clipped, a CSV per chart that
+holds its numbers, and at 1280×720 each Tour step's figure above the fold. The audit is shown to
+catch each fault it looks for on tests/planted_faults.py. Screenshots of every page (first screen,
+whole page, each chart) and Tour step go to cache/screenshots/<store>/, for a reviewer to look at.
+
+Other tests read what plotly drew, from the live graph divs (`.data`, `._fullLayout`) and their
+SVG: bar heights against the axis scale, and each method's colour on every page that shows it.
+The audit of a store of real (quick-preset) runs is slow: `pytest -m slow tests/test_browser.py`
+(with PEFTVIZ_QUICK_STORE=<a store of `compare --preset quick`>, or it trains one, ~15 minutes).
 """
 
 import contextlib
@@ -18,23 +24,29 @@ from pathlib import Path
 
 import pytest
 
+from tests import figure_audit
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = ROOT / "cache" / "screenshots"
-# page path -> (what to wait for, how many of them at least); a new page is one more line
+SIZES = ((1280, 720), (1600, 1000))  # a projector, a laptop
+# page path -> how many charts it draws at least (0: a page without charts); a new page is one more line
 PAGES = {
-    "": ('[data-testid="stDataFrame"]', 2),
-    "Train": ('[data-testid="stButton"]', 1),
-    "Calibration": (".js-plotly-plot", 10),  # 6 reliability diagrams, smooth, ECE, differences, recalibration
-    "Attention": (".js-plotly-plot", 2),
-    "Kernel": (".js-plotly-plot", 1),
-    "Tiny_attention_heads": (".js-plotly-plot", 2),
-    "Tour": (".js-plotly-plot", 1),  # step 1; test_the_tour_steps_with_the_arrow_keys visits the others
+    "": 0,  # Home: the runs tables
+    "Train": 0,
+    "Calibration": 10,  # 6 reliability diagrams, smooth, ECE, differences, recalibration
+    "Attention": 3,
+    "Kernel": 2,
+    "Tiny_attention_heads": 3,
 }
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 # the closed network here refuses Chromium's background connections; these keep it quiet
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+# the script has finished and plotly has laid out every chart it drew, or the page shows an error
+SETTLED = f"""(atLeast) => document.querySelector('[data-test-script-state]')?.dataset.testScriptState === 'notRunning'
+  && (document.querySelector('{ERRORS}') !== null || document.querySelectorAll('.js-plotly-plot').length >= atLeast
+      && Array.from(document.querySelectorAll('.js-plotly-plot')).every(plot => plot._fullLayout))"""
 
 if not CHROMIUM.exists():
     if os.environ.get("PEFTVIZ_REQUIRE_BROWSER"):
@@ -49,11 +61,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(store: Path):
-    """`streamlit run app.py` on `store`, until the block ends; yields its URL."""
+def serving(store: Path, script: str = "app.py"):
+    """`streamlit run <script>` on `store`, until the block ends; yields its URL."""
     port = free_port()
-    env = {**os.environ, "PEFTVIZ_RUNS": str(store)}
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+    env = {**os.environ, "PEFTVIZ_RUNS": str(store), "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
                "--server.address", "127.0.0.1", "--server.port", str(port)]  # fmt: skip
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
@@ -93,24 +105,141 @@ def browser():
         chromium.close()
 
 
-# every chart title and tick label whose box sticks out of its chart's SVG box, as "text (chart title)"
-CLIPPED_LABELS = """() => {
-  const clipped = [];
-  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
-    const svg = plot.querySelector('svg.main-svg').getBoundingClientRect();
-    const div = plot.getBoundingClientRect();  // the page may show less of the chart than its SVG
-    const frame = {left: Math.max(svg.left, div.left), right: Math.min(svg.right, div.right),
-                   top: Math.max(svg.top, div.top), bottom: Math.min(svg.bottom, div.bottom)};
-    const chart = plot.querySelector('.gtitle')?.textContent ?? '(untitled)';
-    for (const label of plot.querySelectorAll('.gtitle, .xtick text, .ytick text')) {
-      const box = label.getBoundingClientRect();
-      if (box.width === 0 && box.height === 0) continue;  // not drawn
-      if (box.left < frame.left - 1 || box.right > frame.right + 1 || box.top < frame.top - 1
-          || box.bottom > frame.bottom + 1) clipped.push(`${label.textContent} (${chart})`);
-    }
-  }
-  return clipped;
-}"""
+def settle(page, charts: int = 0, timeout: int = 300_000) -> None:
+    """Wait until the script has finished and plotly has drawn at least `charts` charts."""
+    page.wait_for_function(SETTLED, arg=charts, timeout=timeout)
+    page.wait_for_timeout(700)  # plotly's last redraw, the fonts
+
+
+@contextlib.contextmanager
+def opened(browser, url: str, charts: int = 0, size: tuple[int, int] = (1400, 1000)):
+    """The page at `url`, settled (see `settle`), in a window of `size`."""
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]}, accept_downloads=True)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        settle(page, charts)
+        yield page
+    finally:
+        page.close()
+
+
+def save_screenshots(page, folder: Path, name: str, charts: bool = True) -> None:
+    """The first screen, the whole page (the window made as tall as Streamlit's scrolling main
+    area), and each chart, as `<name>-<w>x<h>[-full|-chart<i>].png` in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    width, height = page.viewport_size["width"], page.viewport_size["height"]
+    stem = folder / f"{name}-{width}x{height}"
+    page.screenshot(path=f"{stem}.png")
+    if charts:
+        plots = page.locator(".js-plotly-plot")
+        for index in range(plots.count()):
+            plots.nth(index).screenshot(path=f"{stem}-chart{index + 1}.png")
+    tall = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight ?? 0")
+    page.set_viewport_size({"width": width, "height": max(height, tall)})
+    page.wait_for_timeout(700)
+    page.screenshot(path=f"{stem}-full.png")
+    page.set_viewport_size({"width": width, "height": height})
+    page.wait_for_timeout(300)
+
+
+def audited(page, folder: Path, name: str, fold: bool = False) -> list[str]:
+    """Screenshots, then every audit problem of the page (CSV checked at one size: it does not depend on it)."""
+    save_screenshots(page, folder, name)
+    assert page.locator(ERRORS).count() == 0, page.locator(ERRORS).first.inner_text()
+    found = figure_audit.audit(page, csv=page.viewport_size["width"] == SIZES[-1][0], fold=fold)
+    return figure_audit.problems_of(found)
+
+
+SMOKE_SHOTS = SCREENSHOTS / "smoke"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
+@pytest.mark.parametrize("path", list(PAGES))
+def test_every_page_passes_the_figure_audit(server, browser, path, size):
+    with opened(browser, f"{server}/{path}", PAGES[path], size) as page:
+        problems = audited(page, SMOKE_SHOTS, path or "Home")
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
+def test_every_tour_step_passes_the_audit_and_its_figure_fits_the_window(server, browser, size):
+    from peftviz.tour import STEPS
+
+    problems = []
+    for number in range(1, len(STEPS) + 1):
+        with opened(browser, f"{server}/Tour?step={number}", 1, size) as page:
+            problems += [f"step {number}: {p}" for p in audited(page, SMOKE_SHOTS, f"Tour-step-{number}", fold=True)]
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_groups_view_passes_the_figure_audit(seeds_store, browser):
+    """Two seeds per method: the Calibration page opens on groups (a mean, its band, each seed dotted)."""
+    with serving(seeds_store) as url:
+        for size in SIZES:
+            with opened(browser, f"{url}/Calibration", 4, size) as page:
+                problems = audited(page, SCREENSHOTS / "seeds", "Calibration-groups")
+                assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_a_store_of_real_quick_runs_passes_the_figure_audit(browser, tmp_path_factory):
+    store = os.environ.get("PEFTVIZ_QUICK_STORE")
+    if not store:
+        from peftviz.config import comparison
+        from peftviz.train import compare
+
+        store = tmp_path_factory.mktemp("quick_store")
+        compare(comparison("quick"), store)
+    problems = []
+    with serving(Path(store)) as url:
+        for size in SIZES:
+            for path, charts in PAGES.items():
+                with opened(browser, f"{url}/{path}", charts, size) as page:
+                    problems += [f"{path or 'Home'}: {p}" for p in audited(page, SCREENSHOTS / "quick", path or "Home")]
+            for number in range(1, 6):
+                with opened(browser, f"{url}/Tour?step={number}", 1, size) as page:
+                    found = audited(page, SCREENSHOTS / "quick", f"Tour-step-{number}", fold=True)
+                    problems += [f"Tour step {number}: {p}" for p in found]
+    assert problems == [], "\n".join(problems)
+
+
+# ---------------------------------------------------------------- the audit catches what it looks for
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    with serving(tmp_path_factory.mktemp("no_store"), "tests/planted_faults.py") as url:
+        yield url
+
+
+@pytest.mark.parametrize(
+    "fault, kind, says",
+    [
+        ("old-ece", "range", "spans 4.00 for data spanning 0.175 (22.9×)"),  # the ECE axis before the fix: 0 to 4
+        ("point-outside", "range", "1 point(s) on yaxis outside its drawn range"),
+        ("overlapping-title", "overlap", 'title "A title over the plot" and plot area xy overlap'),
+        ("title-on-legend", "overlap", 'axis title "x axis title" and legend overlap'),
+        ("clipped-equation", "clipped", "stMarkdownContainer"),
+        ("wide-table", "clipped", "stDataFrame"),
+        ("empty-csv", "csv", "the CSV has no numbers"),
+        ("csv-without-numbers", "csv", "1 plotted number(s) not in its CSV, e.g. 0.3"),
+        ("below-fold", "fold", "in a 1280×720 window"),
+    ],
+)
+def test_the_audit_catches_a_planted_fault(planted, browser, fault, kind, says):
+    with opened(browser, f"{planted}/?fault={fault}", 1, (1280, 720)) as page:
+        assert page.locator(ERRORS).count() == 0, page.locator(ERRORS).first.inner_text()
+        found = figure_audit.audit(page, fold=True)
+    assert any(says in problem for problem in found[kind]), found
+    assert [k for k, problems in found.items() if problems] == [kind], found  # caught by its own check only
+
+
+def test_the_audit_passes_the_planted_pages_charts_without_their_faults(planted, browser):
+    with opened(browser, f"{planted}/?fault=none", 2, (1280, 720)) as page:
+        assert figure_audit.problems_of(figure_audit.audit(page)) == []
+
+
+# ---------------------------------------------------------------- what plotly drew, in numbers
 
 # per accuracy bar drawn in a reliability diagram: the bin's accuracy and confidence (from the trace's
 # customdata), the bar's height in pixels and the height the y axis gives that accuracy
@@ -142,41 +271,8 @@ TRACE_COLOURS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')
 }))"""
 
 
-@contextlib.contextmanager
-def opened(browser, server, path: str):
-    """The page at `path`, once what PAGES says to wait for is there and plotly has drawn it."""
-    selector, at_least = PAGES[path]
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    try:
-        page.goto(f"{server}/{path}", wait_until="domcontentloaded")
-        page.wait_for_function(
-            "([s, n]) => document.querySelectorAll(s).length >= n", arg=[selector, at_least], timeout=180_000
-        )
-        page.wait_for_timeout(500)  # let plotly finish drawing
-        yield page
-    finally:
-        page.close()
-
-
-@pytest.mark.parametrize("path", list(PAGES))
-def test_every_page_renders_its_charts_without_errors(server, browser, path):
-    name = path or "Home"
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with opened(browser, server, path) as page:
-        try:
-            page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-            charts = page.locator(".js-plotly-plot")
-            for index in range(charts.count()):  # the page scrolls inside Streamlit: one picture per chart
-                charts.nth(index).screenshot(path=str(SCREENSHOTS / f"{name}-chart-{index + 1}.png"))
-            assert page.locator(ERRORS).count() == 0, page.locator(ERRORS).first.inner_text()
-            assert page.evaluate(CLIPPED_LABELS) == []
-        except Exception:
-            page.screenshot(path=str(SCREENSHOTS / f"{name}.failed.png"), full_page=True)
-            raise
-
-
 def test_an_accuracy_bar_is_as_tall_as_its_accuracy_in_an_under_confident_bin_too(server, browser):
-    with opened(browser, server, "Calibration") as page:
+    with opened(browser, f"{server}/Calibration", PAGES["Calibration"]) as page:
         bars = page.evaluate(ACCURACY_BARS)
     assert len(bars) >= 6  # at least a bin per reliability diagram
     for bar in bars:
@@ -193,11 +289,11 @@ def line_colours(charts: list[dict], title_start: str) -> dict[str, str]:
 def test_a_method_has_one_colour_on_every_page(server, browser):
     """The smoke store has no method on all three pages: kernel runs are on Calibration and Kernel,
     tiny-attention runs on Calibration and Tiny-attention heads. Each pair must agree."""
-    with opened(browser, server, "Calibration") as page:
+    with opened(browser, f"{server}/Calibration", PAGES["Calibration"]) as page:
         calibration = line_colours(page.evaluate(TRACE_COLOURS), "ECE per epoch")
-    with opened(browser, server, "Kernel") as page:
+    with opened(browser, f"{server}/Kernel", PAGES["Kernel"]) as page:
         kernel = page.evaluate(TRACE_COLOURS)
-    with opened(browser, server, "Tiny_attention_heads") as page:
+    with opened(browser, f"{server}/Tiny_attention_heads", PAGES["Tiny_attention_heads"]) as page:
         tiny = page.evaluate(TRACE_COLOURS)
     assert len(set(calibration.values())) == len(calibration) == 6  # six runs, six colours
     trained = [t["marker"] for chart in kernel for t in chart["traces"] if t["name"].startswith("trained at α")]
@@ -209,13 +305,13 @@ def test_a_method_has_one_colour_on_every_page(server, browser):
     assert before == {calibration[label]}
 
 
-def test_the_tour_steps_with_the_arrow_keys_and_every_step_draws_unclipped(server, browser):
-    """The presenter's keys: → to the next step, ← back; each step's figure drawn whole, and saved."""
+def test_the_tour_steps_with_the_arrow_keys(server, browser):
+    """The presenter's keys: → to the next step, ← back; each step draws its own figure."""
     from peftviz.tour import STEPS
 
     heading = '[data-testid="stHeading"] h1'
     drawn = "(document.querySelector('.js-plotly-plot .gtitle')?.textContent ?? '')"
-    with opened(browser, server, "Tour") as page:
+    with opened(browser, f"{server}/Tour", 1) as page:
         previous = None
         for number in range(1, len(STEPS) + 1):
             page.wait_for_function(  # this step's heading, and its own figure (not the last step's, still shown)
@@ -223,11 +319,7 @@ def test_the_tour_steps_with_the_arrow_keys_and_every_step_draws_unclipped(serve
                 f" && document.querySelectorAll('.js-plotly-plot').length === 1 && {drawn} !== previous",
                 arg=[heading, f"{number} / {len(STEPS)}", previous], timeout=180_000,
             )  # fmt: skip
-            page.wait_for_timeout(500)
             previous = page.evaluate(f"() => {drawn}")
-            page.screenshot(path=str(SCREENSHOTS / f"Tour-step-{number}.png"))
-            assert page.locator(ERRORS).count() == 0, page.locator(ERRORS).first.inner_text()
-            assert page.evaluate(CLIPPED_LABELS) == [], f"step {number}"
             page.keyboard.press("ArrowRight")
         page.keyboard.press("ArrowLeft")  # from the last step back to the one before it
         page.wait_for_function(

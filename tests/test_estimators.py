@@ -484,3 +484,21 @@ def test_a_stored_runs_estimates_are_recomputed_from_its_predictions(tmp_path):
     for name in est.ESTIMATORS:
         assert got[name].value == pytest.approx(want[name], abs=1e-10), name
         assert got[name].samples.shape == (50,)
+
+
+def test_a_smooth_curve_is_supported_only_where_predictions_are():
+    """Simulated: every confidence in [0.8, 1], so about one prediction lies within a bandwidth σ of a
+    point only from about 0.8 - σ up; below 0.6 there is none for 4σ and more."""
+    rng = np.random.default_rng(0)
+    n = 500
+    top = rng.uniform(0.8, 1.0, n)  # (N,)
+    probs = np.column_stack([top, 1 - top])
+    labels = (rng.uniform(size=n) > top).astype(int)  # calibrated: right with probability `top`
+    diagram = est.smooth_reliability(probs, labels, n_resamples=10)
+    supported = diagram.supported()
+    assert diagram.n == n and diagram.sigma < 0.05
+    assert supported[(diagram.mesh > 0.82) & (diagram.mesh < 0.98)].all()
+    assert not supported[diagram.mesh < 0.6].any()
+    expected = n * diagram.density * 2 * diagram.sigma  # predictions within one bandwidth of each point
+    inside = (diagram.mesh > 0.85) & (diagram.mesh < 0.95)
+    assert np.median(expected[inside]) == pytest.approx(n * 2 * diagram.sigma / 0.2, rel=0.1)  # uniform density 5

@@ -2,6 +2,7 @@
 selected, exact numbers in titles, nothing drawn at the very edge of an axis, colour scales fitted
 to the data. Pure figure functions on small made-up inputs; the browser test checks the drawing."""
 
+import itertools
 from types import SimpleNamespace
 
 import numpy as np
@@ -193,22 +194,102 @@ def test_the_head_similarity_scale_is_fitted_to_the_pairs_and_stated():
     assert (opposite.zmin, opposite.zmax) == (-1, 1)  # a negative pair: the full signed scale
     equal = similarity_figure(np.ones((2, 2))).data[0]
     assert equal.zmin == 0.999 and equal.zmax == 1  # identical heads still get a scale
+    one = similarity_figure(np.ones((1, 1)), layer=0)
+    assert not one.data[0].showscale and "one head: no pair to compare" in one.layout.title.text
+    assert one.layout.height >= 300  # was 230: its -1–1 colour bar squashed five ticks into 70 px
 
 
-def test_the_smooth_diagram_hides_a_runs_band_with_its_legend_entry():
-    """Six runs' bands overlap on one plot: each run's line, band and density share one legend
-    group, so its legend entry hides all three, and the legend says so."""
+def confident_run(n: int = 400, seed: int = 0):
+    """Predictions of a run that is right 90% of the time, all made with confidence 0.8 to 1: (N, 4) probs, labels."""
+    rng = np.random.default_rng(seed)
+    top = rng.uniform(0.8, 1.0, n)  # (N,)
+    probs = np.column_stack([top, *(np.tile((1 - top) / 3, (3, 1)))])  # class 0 on top
+    labels = np.where(rng.uniform(size=n) < 0.9, 0, rng.integers(1, 4, n))
+    return probs, labels
+
+
+def test_the_smooth_diagram_draws_a_panel_per_run_and_no_curve_where_there_are_no_predictions():
+    """The quick store's fine-tuning curve lay flat at accuracy 0 up to confidence 0.67, where it made
+    no predictions, and six runs' bands on one plot hid one another."""
     from peftviz import estimators
 
-    rng = np.random.default_rng(0)
-    probs = rng.dirichlet(np.ones(4), size=300)  # (N, C)
-    labels = rng.integers(0, 4, size=300)
-    curves = {name: estimators.smooth_reliability(probs, labels, n_resamples=10, seed=i)
-              for i, name in enumerate(["prefix-tuning", "lora"])}  # fmt: skip
+    curves = {name: estimators.smooth_reliability(*confident_run(seed=i), n_resamples=10, seed=i)
+              for i, name in enumerate(["prefix-tuning", "lora", "bitfit", "ia3"])}  # fmt: skip
     fig = calibration.smooth_reliability_figure(curves, "smooth", "95% bootstrap")
-    for name in curves:
-        members = [trace for trace in fig.data if trace.legendgroup == name]
-        assert len(members) == 4  # band's two edges, the curve, the density
-        assert [trace.showlegend for trace in members].count(False) == 3  # one entry per run
-        assert any(trace.fill == "tonexty" for trace in members)
-    assert "double-click" in fig.layout.legend.title.text
+    assert [a.text for a in fig.layout.annotations] == [
+        f"{name}<br>smECE {diagram.smooth_ece:.4f}" for name, diagram in curves.items()
+    ]
+    for name, diagram in curves.items():
+        curve = trace(fig, f"{name} (smECE {diagram.smooth_ece:.4f})")
+        drawn = np.array([np.nan if y is None else y for y in curve.y], dtype=float)
+        mesh = np.asarray(curve.x)
+        assert np.isnan(drawn[mesh < 0.6]).all()  # no prediction below 0.8: nothing drawn there
+        assert np.isfinite(drawn[(mesh > 0.85) & (mesh < 0.95)]).all()
+        band = [t for t in fig.data if t.name.startswith(f"{name} 95%")]
+        assert band and all(0 <= y <= 1 for t in band for y in t.y)  # accuracy's band stays in [0, 1]
+        density = trace(fig, f"{name} density")
+        assert density.yaxis != curve.yaxis and density.xaxis == curve.xaxis  # its panel's second axis
+    for name, diagram in curves.items():  # each density to its own peak: one run's spike at 1 hid the others'
+        secondary = fig.layout[trace(fig, f"{name} density").yaxis.replace("y", "yaxis")]
+        assert secondary.range[1] == pytest.approx(diagram.density.max() / calibration.DENSITY_SHARE)
+        assert not secondary.visible and not secondary.matches
+    assert len({(t.xaxis, t.yaxis) for t in fig.data if t.name.endswith(")")}) == 4  # a panel each
+    # four panels in rows of three: the first row's third panel ends its column, with ticks and title;
+    # the two empty cells under it and beside the fourth draw nothing
+    assert fig.layout.xaxis3.showticklabels and fig.layout.xaxis3.title.text == "confidence"
+    assert fig.layout.xaxis5.visible is False and fig.layout.yaxis9.visible is False
+
+
+def test_the_ece_axis_is_set_from_what_is_drawn():
+    """Matched axes with autorange unset are not autoranged by plotly.js: it drew ECE 0.002–0.125 on 0 to 4."""
+    frame = curves(["a", "b", "c", "d"])
+    frame["members"], frame["seeds"] = [[0.2, 0.01]] * len(frame), [[0, 1]] * len(frame)  # a seed's line at 0.2
+    fig = calibration.ece_over_epochs_figure(frame, "width", 10, "band", epoch=2)
+    for axis in (fig.layout.yaxis, fig.layout.yaxis4):
+        assert list(axis.range) == pytest.approx([0, 0.2 * 1.1])
+    assert fig.layout.title.yanchor == "bottom" and fig.layout.title.automargin  # above the panels' titles
+
+
+def test_rows_of_panels_are_respaced_in_pixels():
+    from plotly.subplots import make_subplots
+
+    from peftviz.figures.layout import respace_rows
+
+    fig = make_subplots(rows=3, cols=2, subplot_titles=list("abcdef"), row_heights=[0.5, 0.25, 0.25])
+    respace_rows(fig, plot_px=400, gap_px=60)
+    rows = sorted({tuple(fig.layout[f"yaxis{i}"].domain) for i in ("", 3, 5)}, reverse=True)
+    gaps = [upper[0] - lower[1] for upper, lower in itertools.pairwise(rows)]
+    assert gaps == pytest.approx([60 / 400] * 2)  # 60 px each
+    heights = [high - low for low, high in rows]
+    assert heights[0] == pytest.approx(2 * heights[1]) and rows[0][1] == 1 and rows[-1][0] == pytest.approx(0)
+    assert sorted({a.y for a in fig.layout.annotations}) == pytest.approx(sorted(high for _, high in rows))
+
+
+def test_a_box_plots_csv_holds_its_quartiles_not_an_empty_y():
+    from peftviz.figures.export import figure_table
+
+    rows = [{"layer": 0, "head": None, "q05": 0.0, "q25": 0.01, "median": 0.02, "q75": 0.03, "q95": 0.05, "mean": 0.02}]
+    table = figure_table(kernel.lambda_figure(rows, alpha=0.01, title="λ(C) per layer · run"))
+    assert list(table.columns) == ["trace", "point", "x", "lowerfence", "q1", "median", "q3", "upperfence", "mean"]
+    assert table.iloc[0][["lowerfence", "q1", "median", "q3", "upperfence"]].tolist() == [0.0, 0.01, 0.02, 0.03, 0.05]
+    assert len(table) == 1  # the legend-only entries (the α grid, the run's α) draw no point
+
+
+def test_the_alpha_panels_fit_their_points_inside_zero_to_one():
+    """Points of one value: plotly's autorange drew accuracy from -0.5."""
+    trained = [{"alpha": a, "accuracy": 0.233, "ece": 0.0209, "label": "k", "run": "k", "group": "g",
+                "learned_alpha": None} for a in (1e-3, 1e-2, 4e-2)]  # fmt: skip
+    fig = kernel.alpha_figure(None, trained)
+    assert list(fig.layout.yaxis.range) == pytest.approx([0.223, 0.243])
+    assert list(fig.layout.yaxis2.range) == pytest.approx([0.0109, 0.0309])
+    near_one = [{**row, "accuracy": 0.999} for row in trained]
+    assert kernel.alpha_figure(None, near_one).layout.yaxis.range[1] == 1.0
+
+
+def test_a_bar_drawn_from_a_base_has_its_top_in_the_csv():
+    """A gap bar runs from a bin's accuracy to its confidence: the CSV holds both ends, not only base and length."""
+    from peftviz.figures.export import figure_table
+
+    table = figure_table(calibration.reliability_figure(TABLE))
+    over = table[table["trace"] == calibration.OVER_NAME].dropna(subset=["y"])
+    assert over["top"].tolist() == pytest.approx([0.65]) and over["base"].tolist() == pytest.approx([0.4])

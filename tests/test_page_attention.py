@@ -130,7 +130,7 @@ def test_kernel_grid_is_lambda_not_the_share_of_the_mixing_weights(tiny_models):
 
 def test_lambda_and_alpha_are_explained_side_by_side():
     lam, alpha = analysis.lambda_and_alpha(0.005)
-    assert r"\lambda(C) = \frac{\sum_{k \in P}" in lam.equation and r"\alpha\,\mathrm{Attn}(q, P)" in alpha.equation
+    assert r"\lambda(C) &= \frac{\sum_{k \in P}" in lam.equation and r"\alpha\,\mathrm{Attn}(q, P)" in alpha.equation
     for explained in (lam, alpha):
         assert explained.text.count(". ") == 1 and explained.text.endswith(".")  # two plain sentences
     assert "(this run: α = 0.005, a share of 0.50%)" in alpha.text

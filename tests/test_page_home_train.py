@@ -204,19 +204,36 @@ def test_home_times_the_quick_comparison_honestly(app_store):
     assert "no quick run has finished in this store" in text and "2 CPU cores (the README's machine)" in text
 
 
-def test_a_finished_job_shows_only_on_the_page_that_started_it(empty_store, monkeypatch):
+def finished_job(store, monkeypatch, **started_from):
+    """A job that has finished (training faked), started from `started_from` (origin=, session=)."""
     from peftviz import jobs
     from peftviz.config import comparison
 
     manager = jobs.JobManager()
     monkeypatch.setattr(appkit, "job_manager", lambda: manager)
     monkeypatch.setattr(jobs, "compare_in_process", lambda configs, runs_dir, progress: [])
-    job = manager.start(comparison("smoke")[:1], empty_store, origin="another page")
+    job = manager.start(comparison("smoke")[:1], store, **started_from)
     deadline = time.time() + 10
     while job.status == "running" and time.time() < deadline:
         time.sleep(0.05)
+    return job
+
+
+def test_a_finished_job_shows_only_on_the_page_that_started_it(empty_store, monkeypatch):
+    job = finished_job(empty_store, monkeypatch, origin="another page")
     assert not open_page("pages/1_Train.py").get("progress")
     job.origin = ""  # a job that names no page shows wherever a panel is
+    assert open_page("pages/1_Train.py").get("progress")
+
+
+def test_a_finished_job_shows_only_to_the_visitor_who_started_it(empty_store, monkeypatch):
+    """A new tab's refused Train showed the previous visitor's finished job under its error, as if it had run."""
+    job = finished_job(empty_store, monkeypatch, session="another visitor's tab")
+    at = open_page("pages/1_Train.py")
+    next(n for n in at.number_input if n.label == "learning_rate").set_value(-1.0).run()
+    at.button[0].click().run()
+    assert "learning_rate" in at.error[0].value and not at.get("progress")  # refused, and no one else's job
+    job.session = ""  # a job that names no session shows to every visitor
     assert open_page("pages/1_Train.py").get("progress")
 
 

@@ -318,7 +318,7 @@ def test_page_train_button_starts_the_quick_alpha_grid(kernel_store, monkeypatch
     started = []
     monkeypatch.setattr("peftviz.jobs.compare_in_process", lambda *a, **k: pytest.fail("must not train"))
     monkeypatch.setattr(
-        JobManager, "start", lambda self, configs, runs_dir, origin="": started.append((configs, runs_dir))
+        JobManager, "start", lambda self, configs, runs_dir, origin="", session="": started.append((configs, runs_dir))
     )
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     at.button(key="kernel_train_grid").click().run()

@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CSV = "text,label\n" + "".join(f"document number {i},{'ab'[i % 2]}\n" for i in range(12))
 
 
-def test_uploads_land_only_in_cache_uploads_under_a_content_name(tmp_path, monkeypatch):
+def test_uploads_land_only_in_the_stores_uploads_under_a_content_name(tmp_path, monkeypatch):
     monkeypatch.setenv("PEFTVIZ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PEFTVIZ_RUNS", raising=False)  # the store under the cache: cache/runs
     (tmp_path / "cache").mkdir()
     monkeypatch.chdir(tmp_path / "cache")  # where a relative "../../x.csv" would climb out of tmp_path
     absolute = Path("/tmp") / f"peftviz-upload-{uuid.uuid4().hex}.csv"
@@ -27,10 +28,27 @@ def test_uploads_land_only_in_cache_uploads_under_a_content_name(tmp_path, monke
     for name in ("../../x.csv", str(absolute)):
         at.file_uploader[0].set_value((name, CSV.encode(), "text/csv")).run()
         assert not at.exception and not at.error
-    expected = tmp_path / "cache" / "uploads" / f"{hashlib.sha256(CSV.encode()).hexdigest()[:16]}.csv"
+    expected = tmp_path / "cache" / "runs" / ".uploads" / f"{hashlib.sha256(CSV.encode()).hexdigest()[:16]}.csv"
     files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
     assert files == [expected] and expected.read_text() == CSV
     assert not absolute.exists() and not (tmp_path.parent / "x.csv").exists()
+
+
+def test_an_upload_goes_with_the_store_and_its_errors_name_the_users_file(tmp_path, monkeypatch):
+    """PEFTVIZ_RUNS elsewhere: the upload goes there, not to the project's cache/; a one-class file is
+    refused in the words of the file the user chose, not of the name peftviz stored it under."""
+    store = tmp_path / "elsewhere" / "runs"
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(store))
+    monkeypatch.setenv("PEFTVIZ_CACHE", str(tmp_path / "cache"))
+    one_class = "text,label\n" + "".join(f"document number {i},a\n" for i in range(12))
+    at = AppTest.from_file(str(ROOT / "pages/1_Train.py"), default_timeout=60).run()
+    at.radio[0].set_value("upload a file").run()
+    at.file_uploader[0].set_value(("my reviews.csv", one_class.encode(), "text/csv")).run()
+    at.button[0].click().run()
+    stored = store / ".uploads" / f"{hashlib.sha256(one_class.encode()).hexdigest()[:16]}.csv"
+    assert stored.read_text() == one_class and not (tmp_path / "cache").exists()
+    message = at.error[0].value
+    assert "'my reviews.csv'" in message and "class" in message and str(stored) not in message, message
 
 
 def test_two_trainings_and_the_app_share_a_store(tmp_path, monkeypatch):

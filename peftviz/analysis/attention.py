@@ -156,12 +156,14 @@ def alpha_prefix_share(model) -> np.ndarray | None:
     return alpha / (1 + alpha)
 
 
+# each on short lines: they stand side by side in two columns half a 1280-pixel page wide
 LAMBDA_EQUATION = (
-    r"\lambda(C) = \frac{\sum_{k \in P} e^{q \cdot k/\sqrt{d}}}{\sum_{k \in P \cup C} e^{q \cdot k/\sqrt{d}}},"
-    r"\quad H = (1 - \lambda(C))\,\mathrm{Attn}(q, C) + \lambda(C)\,\mathrm{Attn}(q, P)"
+    r"\begin{aligned} \lambda(C) &= \frac{\sum_{k \in P} e^{q \cdot k/\sqrt{d}}}{\sum_{k \in P \cup C} e^{q \cdot k/\sqrt{d}}} \\ "
+    r"H &= (1 - \lambda(C))\,\mathrm{Attn}(q, C) \\ &\quad + \lambda(C)\,\mathrm{Attn}(q, P) \end{aligned}"
 )
 ALPHA_EQUATION = (
-    r"H = \mathrm{Attn}(q, C) + \alpha\,\mathrm{Attn}(q, P),\quad \text{prefix share} = \frac{\alpha}{1 + \alpha}"
+    r"\begin{aligned} H &= \mathrm{Attn}(q, C) + \alpha\,\mathrm{Attn}(q, P) \\ "
+    r"\text{prefix share} &= \frac{\alpha}{1 + \alpha} \end{aligned}"
 )
 
 

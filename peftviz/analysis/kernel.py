@@ -111,6 +111,11 @@ def validation_texts(run: Run, n_docs: int = N_LAMBDA_DOCS) -> list[str]:
     return list(validation.select(range(min(n_docs, len(validation))))["text"])
 
 
+def lambda_title(run: Run, n_docs: int = N_LAMBDA_DOCS) -> str:
+    """What a λ(C) box plot of the run shows, as its title."""
+    return f"λ(C) per layer · {run.label} · first {n_docs} validation documents"
+
+
 def run_lambda_distribution(run: Run, model: PeftClassifier, tokenizer, n_docs: int = N_LAMBDA_DOCS) -> np.ndarray:
     """λ(C) (layers, heads, N) of a run's model on the first `n_docs` validation documents."""
     return lambda_distribution(model, tokenizer, validation_texts(run, n_docs), run.config.max_length)

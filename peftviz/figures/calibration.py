@@ -30,6 +30,7 @@ from plotly.subplots import make_subplots
 
 from peftviz.analysis.calibration import RECALIBRATION_NAMES, SCHEME_NAMES, Recalibration, table_ece
 from peftviz.estimators import SmoothDiagram
+from peftviz.figures.layout import respace_rows, title_over_plot
 from peftviz.figures.palette import Series, color, series_of, translucent
 
 ACCURACY_COLOR = "#4c78a8"
@@ -37,13 +38,18 @@ OVER_COLOR = "#d62728"  # confidence above accuracy: the common failure, in red
 UNDER_COLOR = "#17a2a2"  # accuracy above confidence, hatched so it differs in more than hue
 COUNT_COLOR = "#9d9da1"
 ACCURACY_SHARE, GAP_SHARE = 0.66, 0.28  # of a bin's width: the accuracy bar, then the gap bar beside it
-OVER_NAME = "over-confidence (conf > acc)"
-UNDER_NAME = "under-confidence (acc > conf)"
+OVER_NAME = "over-confident (conf > acc)"
+UNDER_NAME = "under-confident (acc > conf)"
+LEGEND_PX = 64  # the legend's rows under a diagram: two in a column a third of the page wide
 UNIT_RANGE = [-0.02, 1.02]  # [0, 1] and a little more, so the end ticks and bars are not cut
 MAX_RANK_TICKS = 6
 PANEL_COLUMNS = 3  # small multiples per row
-# several runs' bands overlap on one plot: a legend entry hides its run's line, band and density
-LEGEND_HINT = "click: hide · double-click: show alone"
+PANEL_TITLE_PX = 40  # a panel title's two lines
+PANEL_GAP_PX = PANEL_TITLE_PX + 12  # between rows of panels
+PANEL_TOP_PX = 130  # above the first row: the title (up to three lines) and the first row's panel titles
+PANEL_MARGIN = {"t": 10, "b": 60, "l": 60, "r": 20}  # the title pushes the top margin out as far as it needs
+DENSITY_COLOR = "rgba(128, 128, 128, 0.45)"
+DENSITY_SHARE = 0.25  # the density's peak reaches a quarter of the way up a smooth diagram's panel
 
 
 def caption(table: pd.DataFrame) -> str:
@@ -137,14 +143,17 @@ def _x_axis(table: pd.DataFrame) -> dict:
             "title_text": "equal-mass bins by rank; tick: mean confidence"}  # fmt: skip
 
 
-def _diagram_layout(fig: go.Figure, title: str, tables: list[pd.DataFrame], top: int = 100) -> go.Figure:
+def _diagram_layout(fig: go.Figure, title: str, tables: list[pd.DataFrame]) -> go.Figure:
+    title_over_plot(fig, title, PANEL_TITLE_PX / 2 if fig.layout.annotations else 0)  # clear of 1-line panel titles
     fig.update_layout(
-        title={"text": title, "font_size": 14},
+        title_font_size=14,
         barmode="overlay",
         bargap=0,
-        height=480,
-        margin={"t": top, "b": 40, "l": 50, "r": 20},
-        legend={"orientation": "h", "y": -0.18, "yanchor": "top"},
+        height=480 + LEGEND_PX,
+        margin={"t": 10, "b": 40 + LEGEND_PX, "l": 50, "r": 20},
+        # anchored to the figure's bottom edge, in a margin of its own, so however many rows the
+        # legend wraps into in a narrow column, it stays clear of the x axis's title
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0},
     )
     for col, table in enumerate(tables, start=1):
         axis = _x_axis(table)
@@ -187,7 +196,28 @@ def recalibration_figure(result: Recalibration) -> go.Figure:
         f"<br><sup>fitted on epoch {result.fitted_on_epoch} validation (N = {result.n_validation})"
         f"<br>judged on {caption(result.before_bins)}</sup>"
     )
-    return _diagram_layout(fig, title, [result.before_bins, result.after_bins], top=120)
+    return _diagram_layout(fig, title, [result.before_bins, result.after_bins])
+
+
+def panel_grid(names: list[str], row_px: int, title: str, x_title: str, secondary_y: bool = False) -> tuple:
+    """Small multiples: a subplot per name, PANEL_COLUMNS to a row, `row_px` tall each, on shared axes,
+    each titled by its name (two lines at most), under `title`; returns the figure and name -> {"row",
+    "col"}. Rows are PANEL_GAP_PX apart, and the title keeps clear of the first row's panel titles.
+    The last panel of each column carries the x axis's ticks and `x_title`; empty cells draw nothing."""
+    columns = min(len(names), PANEL_COLUMNS)
+    rows = math.ceil(len(names) / columns)
+    fig = make_subplots(rows=rows, cols=columns, shared_xaxes="all", shared_yaxes="all", subplot_titles=names,
+                        horizontal_spacing=0.05, specs=[[{"secondary_y": secondary_y}] * columns] * rows)  # fmt: skip
+    fig.update_layout(height=PANEL_TOP_PX + PANEL_MARGIN["b"] + rows * row_px, margin=PANEL_MARGIN, showlegend=False)
+    for col in range(1, columns + 1):
+        last = rows if (rows - 1) * columns + col <= len(names) else rows - 1  # the column's lowest panel
+        fig.update_xaxes(showticklabels=True, title_text=x_title, row=last, col=col)
+        for row in range(last + 1, rows + 1):  # an empty cell under it
+            fig.update_xaxes(visible=False, row=row, col=col)
+            fig.update_yaxes(visible=False, row=row, col=col)
+    respace_rows(fig, rows * row_px, PANEL_GAP_PX)
+    title_over_plot(fig, title, PANEL_TITLE_PX)
+    return fig, {name: {"row": i // columns + 1, "col": i % columns + 1} for i, name in enumerate(names)}
 
 
 def ece_over_epochs_figure(curves: pd.DataFrame, scheme: str, n_bins: int, band: str, epoch: int | None = None,
@@ -199,19 +229,22 @@ def ece_over_epochs_figure(curves: pd.DataFrame, scheme: str, n_bins: int, band:
     One panel each because six translucent bands on one plot blend into one another; shared axes
     keep the panels comparable. `series`: name -> Series, for the palette's colours. `epoch`,
     when given, is marked with a vertical line in every panel.
+
+    A band below 0 (a t-interval over a few seeds can reach there) is drawn from 0, and the
+    subtitle says so. The ECE axis runs from 0 to just above the highest value drawn, set here:
+    the panels' y axes match one another, and matched axes with `autorange` unset are not
+    autoranged by plotly.js 3, which drew its empty-axis default instead, 0 to 4 for values under 0.13.
     """
     names = list(dict.fromkeys(curves["run"]))
-    columns = min(len(names), PANEL_COLUMNS)
-    rows_needed = math.ceil(len(names) / columns)
-    fig = make_subplots(rows=rows_needed, cols=columns, shared_xaxes="all", shared_yaxes="all", subplot_titles=names,
-                        horizontal_spacing=0.05, vertical_spacing=0.22 / rows_needed)  # fmt: skip
-    for index, name in enumerate(names):
-        where = {"row": index // columns + 1, "col": index % columns + 1}
-        rows = curves[curves["run"] == name]
+    cut = " (cut at 0, where ECE ends)" if (curves["low"] < 0).any() else ""
+    title = f"ECE per epoch ({n_bins} {SCHEME_NAMES[scheme]} bins)<br><sup>band: {band}{cut}</sup>"
+    fig, panels = panel_grid(names, 200, title, "epoch")
+    for name in names:
+        rows, where = curves[curves["run"] == name], panels[name]
         who = series_of(name, series)
         line_color = color(who)
         epochs = rows["epoch"].tolist()
-        _band(fig, epochs, rows["low"], rows["high"], line_color, name, where)
+        _band(fig, epochs, rows["low"].clip(lower=0), rows["high"], line_color, name, where)  # ECE ≥ 0
         fig.add_trace(go.Scatter(x=epochs, y=rows["ece"].tolist(), mode="lines+markers", name=name,
                                  line={"color": line_color}, legendgroup=name), **where)  # fmt: skip
         members = rows["members"].tolist() if "members" in rows else []
@@ -222,18 +255,21 @@ def ece_over_epochs_figure(curves: pd.DataFrame, scheme: str, n_bins: int, band:
                                      name=f"{name} seed {seed}", legendgroup=name, showlegend=False), **where)  # fmt: skip
     if epoch is not None:
         fig.add_vline(x=epoch, line={"dash": "dot", "color": "gray"}, row="all", col="all")
-    fig.update_layout(
-        title=f"ECE per epoch ({n_bins} {SCHEME_NAMES[scheme]} bins)<br><sup>band: {band}</sup>",
-        height=110 + 230 * rows_needed,
-        margin={"t": 90, "r": 20},
-        showlegend=False,  # each panel's title names it
-    )
     epochs = curves["epoch"]  # a margin either side, so the first and last markers are whole
     fig.update_xaxes(dtick=1, range=[epochs.min() - 0.15, epochs.max() + 0.15], automargin=True)
-    fig.update_yaxes(rangemode="tozero", automargin=True)
-    fig.update_xaxes(title_text="epoch", row=rows_needed)
+    fig.update_yaxes(range=[0, _highest_drawn(curves) * 1.1], automargin=True)
     fig.update_yaxes(title_text="ECE", col=1)
     return fig
+
+
+def _highest_drawn(curves: pd.DataFrame) -> float:
+    """The largest finite value of the ECE lines, their bands' tops and their seeds' lines (at least 1e-3)."""
+    columns = [curves[c].to_numpy(dtype=float) for c in ("ece", "high")]
+    if "members" in curves:
+        columns += [np.asarray(list(members), dtype=float) for members in curves["members"]]
+    values = np.concatenate([np.ravel(c) for c in columns])
+    finite = values[np.isfinite(values)]
+    return max(float(finite.max()) if finite.size else 0.0, 1e-3)
 
 
 # ---------------------------------------------------------------- smooth reliability diagrams
@@ -249,30 +285,48 @@ def _band(fig: go.Figure, x, low, high, color: str, name: str, where: dict | Non
                              fillcolor=translucent(color), name=f"{name} 95% low", **group), **where)  # fmt: skip
 
 
+def _stretches(mask: np.ndarray) -> list[slice]:
+    """The runs of consecutive True in `mask`, as slices."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))  # starts, then stops
+    return [slice(int(start), int(stop)) for start, stop in zip(edges[::2], edges[1::2])]
+
+
 def smooth_reliability_figure(curves: dict[str, SmoothDiagram], title: str, band: str,
                               series: dict[str, Series] | None = None) -> go.Figure:  # fmt: skip
-    """relplot's kernel-smoothed reliability curves (one per run), each over its band, with the diagonal;
-    below, the density of the confidences. `band` says what the band is, for the subtitle; `series`:
-    name -> Series, for the palette's colours."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28], vertical_spacing=0.06)
-    for name, diagram in curves.items():
-        line_color = color(series_of(name, series))
-        _band(fig, diagram.mesh, diagram.lower, diagram.upper, line_color, name, {"row": 1, "col": 1})
-        fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=diagram.curve.tolist(), mode="lines",
-                                 line={"color": line_color}, name=f"{name} (smECE {diagram.smooth_ece:.4f})",
-                                 legendgroup=name), row=1, col=1)  # fmt: skip
-        fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=diagram.density.tolist(), mode="lines", showlegend=False,
-                                 line={"color": line_color, "width": 1}, name=f"{name} density", legendgroup=name),
-                      row=2, col=1)  # fmt: skip
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
-                             line={"dash": "dash", "color": "gray"}, hoverinfo="skip"), row=1, col=1)  # fmt: skip
-    fig.update_layout(title=f"{title}<br><sup>band: {band}</sup>", height=480, margin={"t": 80, "b": 40, "r": 20},
-                      legend={"orientation": "h", "y": -0.15, "yanchor": "top", "title_text": LEGEND_HINT})  # fmt: skip
-    fig.update_yaxes(title_text="accuracy (smoothed)", range=UNIT_RANGE, row=1, col=1)
-    fig.update_yaxes(title_text="density", rangemode="tozero", row=2, col=1)
+    """relplot's kernel-smoothed reliability curves as small multiples, a panel per run (six bands on
+    one plot hid one another): the curve over its band and the diagonal, and along the bottom, in
+    grey as relplot draws it, the density of the confidences (a quarter of the panel at the run's peak).
+
+    The curve and band are drawn only where they rest on predictions (`SmoothDiagram.supported`):
+    elsewhere the smoother has nothing to average and read as accuracy 0 where a run had no
+    prediction. A band is clipped to [0, 1], where accuracy lies. `band` says what the band is;
+    `series`: name -> Series, for the palette's colours.
+    """
+    titles = [f"{name}<br>smECE {diagram.smooth_ece:.4f}" for name, diagram in curves.items()]
+    subtitle = (f"band: {band}<br>dashed: perfect calibration · grey: density of the confidences · "
+                "curve drawn where predictions are")  # fmt: skip
+    fig, panels = panel_grid(titles, 230, f"{title}<br><sup>{subtitle}</sup>", "confidence", secondary_y=True)
+    for (name, diagram), panel in zip(curves.items(), titles):
+        where, line_color = panels[panel], color(series_of(name, series))
+        fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=diagram.density.tolist(), mode="lines", fill="tozeroy",
+                                 line={"color": DENSITY_COLOR, "width": 0.5}, name=f"{name} density",
+                                 hoverinfo="skip"), secondary_y=True, **where)  # fmt: skip
+        density_axis = fig.layout[fig.data[-1].yaxis.replace("y", "yaxis")]  # its own peak: one run's spike at
+        density_axis.update(matches=None, range=[0, float(diagram.density.max()) / DENSITY_SHARE])  # 1 hid the rest
+        supported = diagram.supported()
+        for stretch in _stretches(supported):
+            low, high = (np.clip(edge[stretch], 0, 1) for edge in (diagram.lower, diagram.upper))
+            _band(fig, diagram.mesh[stretch], low, high, line_color, name, where)
+        curve = np.where(supported, diagram.curve, np.nan)
+        fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=[None if np.isnan(v) else float(v) for v in curve],
+                                 mode="lines", line={"color": line_color}, legendgroup=name,
+                                 name=f"{name} (smECE {diagram.smooth_ece:.4f})"), secondary_y=False, **where)  # fmt: skip
+        fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", hoverinfo="skip",
+                                 line={"dash": "dash", "color": "gray", "width": 1}), secondary_y=False, **where)  # fmt: skip
+    fig.update_yaxes(range=UNIT_RANGE, automargin=True, secondary_y=False)
+    fig.update_yaxes(visible=False, secondary_y=True)
     fig.update_xaxes(range=UNIT_RANGE, automargin=True)
-    fig.update_xaxes(title_text="confidence (top-label probability)", row=2, col=1)
-    fig.update_yaxes(automargin=True)
+    fig.update_yaxes(title_text="accuracy", col=1, secondary_y=False)
     return fig
 
 

@@ -21,7 +21,8 @@ import plotly.graph_objects as go
 from peftviz.errors import ConfigError
 
 IMAGE_FORMATS = ("svg", "png")
-_POINT_FIELDS = ("x", "y", "base", "text")  # per-point arrays of bars and lines that carry numbers or labels
+# per-point arrays that carry numbers or labels: of bars and lines, then of boxes drawn from precomputed quantiles
+_POINT_FIELDS = ("x", "y", "base", "text", "lowerfence", "q1", "median", "q3", "upperfence", "mean")
 
 
 def file_stem(name: str) -> str:
@@ -64,12 +65,17 @@ def _point_rows(trace) -> pd.DataFrame:
     if not columns:
         return pd.DataFrame()
     length = max(len(values) for values in columns.values())
-    return pd.DataFrame({field: values if len(values) == length else values + [None] * (length - len(values))
+    rows = pd.DataFrame({field: values if len(values) == length else values + [None] * (length - len(values))
                          for field, values in columns.items()})  # fmt: skip
+    if trace.type == "bar" and "base" in rows:  # a bar from `base` reaches base + y: the number a reader sees
+        rows["top"] = pd.to_numeric(rows["base"], errors="coerce") + pd.to_numeric(rows["y"], errors="coerce")
+    return rows.dropna(how="all")  # a legend-only trace (x=[None]) draws no point
 
 
 def figure_table(fig: go.Figure) -> pd.DataFrame:
-    """Every trace's points as rows: trace (its name), point, and the trace's x, y, z, base, text."""
+    """Every trace's points as rows: trace (its name), point, and the trace's x, y, z, base, text; a bar
+    drawn from a base, its top (base + y); a box's quartiles and fences (lowerfence, q1, median, q3,
+    upperfence, mean). Columns no trace has are left out."""
     frames = []
     for index, trace in enumerate(fig.data):
         rows = _heatmap_rows(trace) if trace.type == "heatmap" else _point_rows(trace)
@@ -78,4 +84,6 @@ def figure_table(fig: go.Figure) -> pd.DataFrame:
         rows.insert(0, "point", np.arange(len(rows)))
         rows.insert(0, "trace", trace.name if trace.name else f"trace {index}")
         frames.append(rows)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["trace", "point"])
+    if not frames:
+        return pd.DataFrame(columns=["trace", "point"])
+    return pd.concat(frames, ignore_index=True).dropna(axis="columns", how="all")

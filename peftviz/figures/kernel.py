@@ -8,6 +8,7 @@ label lies over a line.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import plotly.graph_objects as go
@@ -31,12 +32,15 @@ GROUP_SYMBOLS = ("diamond", "square", "triangle-up", "circle", "star", "hexagon"
 MAX_LOG_TICKS = 8
 
 
-def lambda_figure(summary: list[dict], per_head: bool = False, alpha: float | None = None) -> go.Figure:
+def lambda_figure(
+    summary: list[dict], per_head: bool = False, alpha: float | None = None, title: str = ""
+) -> go.Figure:
     """Box per layer of λ(C) from `lambda_summary` rows: box q25–q75, median, whiskers q05–q95.
 
     per_head: one box per head, grouped by layer, instead of all heads pooled, each head a colour
     of a sequential scale. alpha: the α a kernel run was trained with, drawn as a dashed line. The
     paper's α grid is shaded. The y axis runs from 0 to a little above the largest value drawn.
+    title: what the boxes are of (the run, its documents).
     """
     fig = go.Figure()
     if per_head:
@@ -57,8 +61,8 @@ def lambda_figure(summary: list[dict], per_head: bool = False, alpha: float | No
         )
     top = max([row["q95"] for row in summary] + [GRID_BAND[1], alpha or 0])
     fig.update_layout(
-        xaxis_title="layer", yaxis_title="λ(C): share of attention on the prefixes",
-        yaxis_range=[0, min(1.0, 1.1 * top)], margin={"t": 30, "r": 20},
+        title=title, xaxis_title="layer", yaxis_title="λ(C): share of attention on the prefixes",
+        yaxis_range=[0, min(1.0, 1.1 * top)], margin={"t": 70 if title else 30, "r": 20},
         legend={"orientation": "h", "y": -0.2, "yanchor": "top"},
     )  # fmt: skip
     fig.update_xaxes(automargin=True)
@@ -124,10 +128,35 @@ def alpha_figure(sweep: list[dict] | None = None, trained: list[dict] = (), swee
     fig.update_xaxes(type="log", title_text="α (log scale)", tickvals=ticks, ticktext=[tick_text(t) for t in ticks],
                      automargin=True)  # fmt: skip
     fig.update_yaxes(automargin=True)
+    for col, axis in enumerate(("y", "y2"), start=1):
+        fig.update_yaxes(range=_fitted_range(_drawn_values(fig, axis)), row=1, col=col)
     fig.update_yaxes(title_text="accuracy", col=1)
     fig.update_yaxes(title_text="ECE", col=2)
     fig.update_layout(legend={"orientation": "h", "y": -0.3, "yanchor": "top"}, margin={"t": 40, "r": 20})
     return fig
+
+
+def _drawn_values(fig: go.Figure, axis: str) -> list[float]:
+    """Every finite y the traces on `axis` draw: their points and their error bars' ends."""
+    values = []
+    for trace in (t for t in fig.data if t.yaxis == axis and t.y is not None):
+        bars = trace.error_y
+        up = list(bars.array) if bars and bars.array is not None else []
+        down = list(bars.arrayminus) if bars and bars.arrayminus is not None else up
+        for y, above, below in itertools.zip_longest(trace.y, up, down):
+            if y is not None:
+                values += [y, y + (above or 0), y - (below or 0)]
+    return [float(v) for v in values if math.isfinite(v)]
+
+
+def _fitted_range(values: list[float]) -> list[float] | None:
+    """An axis around `values` with a margin, inside [0, 1] where accuracy and ECE lie: plotly's own
+    autorange drew accuracy from -0.5 when every point had the same value. None: nothing drawn."""
+    if not values:
+        return None
+    low, high = min(values), max(values)
+    margin = max(0.1 * (high - low), 0.01)
+    return [max(0.0, low - margin), min(1.0, high + margin)]
 
 
 def _method_series(row: dict, series: dict[str, Series] | None) -> Series:

@@ -13,6 +13,7 @@ from peftviz.analysis.tiny_heads import MATRICES, SYMBOLS, AveragingTable, HeadW
 from peftviz.figures.palette import Series, color
 
 COLORSCALE = "RdBu_r"  # diverging: negative blue, zero white, positive red
+SIMILARITY_MIN_PX = 300
 
 
 def head_matrix(weights: HeadWeights, name: str, head: int) -> np.ndarray:
@@ -76,7 +77,7 @@ def heads_figure(
     fig.update_layout(
         title=f"{title}each head's matrices (M = {n_heads}, D = {head_dim}, H = {hidden}) and the averaged head",
         height=plot_height + 80 + 130,
-        margin={"t": 80, "b": 130},
+        margin={"t": 80, "b": 130, "r": 50},  # the row titles (head 1 … avg) stand right of the last column
     )
     fig.update_yaxes(automargin=True)
     return fig
@@ -112,30 +113,33 @@ def similarity_figure(similarity: np.ndarray, layer: int | None = None) -> go.Fi
 
     The scale runs from the lowest pair's cosine to 1 (stated on the colour bar): on a fixed
     [-1, 1] scale heads at 0.93 and at 0.99 were the same dark red. Below 0 it stays [-1, 1].
+    One head has no pair: its one cell is drawn without a colour bar, and the subtitle says so.
     """
     labels = [f"head {m + 1}" for m in range(similarity.shape[0])]
     pairs = similarity[~np.eye(len(similarity), dtype=bool)]
     low = float(np.floor(pairs.min() * 1000) / 1000) if pairs.size and pairs.min() > 0 else -1.0
-    low = min(low, 0.999)  # heads all equal (one head, or untrained copies): still a scale to draw
+    low = min(low, 0.999)  # heads all equal (untrained copies): still a scale to draw
     fig = go.Figure(
         go.Heatmap(
             z=similarity,
             x=labels,
             y=labels,
-            zmin=low,
+            zmin=low if pairs.size else 0,
             zmax=1,
             colorscale=COLORSCALE if low < 0 else "Reds",
-            colorbar={"title": {"text": f"cosine, {low:g}–1"}},
+            showscale=bool(pairs.size),
+            colorbar={"title": {"text": f"cosine, {low:g}–1"}, "len": 0.9},
             texttemplate="%{z:.3f}",
             hovertemplate="%{y} · %{x}: %{z:.4f}<extra></extra>",
             name="cosine similarity",
         )
     )
     where = f"layer {layer + 1}, " if layer is not None else ""
+    what = "[W_Q; W_K; W_V; O] concatenated" if pairs.size else "one head: no pair to compare"
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(  # two short title lines: the figure sits in a narrow column
-        title=f"Cosine similarity between heads<br><sup>{where}[W_Q; W_K; W_V; O] concatenated</sup>",
-        height=180 + 50 * len(labels),
+        title=f"Cosine similarity between heads<br><sup>{where}{what}</sup>",
+        height=max(SIMILARITY_MIN_PX, 180 + 50 * len(labels)),  # a colour bar tall enough for its ticks
         margin={"t": 80, "r": 20, "l": 70},  # automargin fits "head 1" to the pixel; a little more room
     )
     fig.update_xaxes(automargin=True)

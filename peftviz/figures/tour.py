@@ -1,48 +1,106 @@
-"""Figures of the Tour: the trainable-parameter bars of its first step, and any figure made legible on a projector."""
+"""Figures of the Tour: the trainable-parameter dot plot of its first step, and any figure made legible on a projector.
+
+A Tour step's figure sits beside its text, FIGURE_HEIGHT px tall, so that at 1280×720 it ends above
+the fold; `presentable` sets that height and the projector's type sizes, and lays the title and the
+panels out for them (`peftviz.figures.layout`).
+"""
 
 from __future__ import annotations
 
+import math
+import textwrap
+
 import plotly.graph_objects as go
 
+from peftviz.figures.layout import TITLE_PAD_PX, respace_rows, title_over_plot
+
 PROJECTOR_FONT = 20  # px; a back row reads ~20 px text on a 1080p projector
+FIGURE_HEIGHT = 540  # px; under the step's heading, it ends above the fold of a 720-pixel window
+LINE_PX = 1.35  # a line of text, in font sizes
+TITLE_CHARS = 44  # a title line's characters at the projector's size, in the figure's column at 1280 px
+PANEL_CHARS = 54  # the same for the panel titles of a row of small multiples, shared between its panels
+BOTTOM_PX = 70  # under the plot: the x axis's tick labels and title
 
 
 def trainable_figure(rows: list[dict]) -> go.Figure:
-    """One bar per method: the share of the model's parameters it trains (log axis, 0.01 % to 100 %).
+    """One dot per method at the share of the model's parameters it trains, on a log axis.
 
-    rows: {"label", "trainable", "total", "color"}, in the order to draw (top to bottom).
+    Dots, not bars: a bar's length on a log axis depends on where the axis starts, so bars from
+    0.01 % would not be proportional to anything. A label sits right of its dot, or left of a dot
+    past 10 %, so it stays inside the axis. rows: {"label", "trainable", "total", "color"},
+    in the order to draw (top to bottom).
     """
     shares = [100 * row["trainable"] / row["total"] for row in rows]
     fig = go.Figure(
-        go.Bar(
+        go.Scatter(
             x=shares,
             y=[row["label"] for row in rows],
-            orientation="h",
-            marker_color=[row["color"] for row in rows],
+            mode="markers+text",
+            marker={"color": [row["color"] for row in rows], "size": 16, "line": {"color": "#333", "width": 1}},
             text=[f"{share:.3g} % · {row['trainable']:,}" for share, row in zip(shares, rows, strict=True)],
-            textposition="outside",
+            textposition=["middle left" if share > 10 else "middle right" for share in shares],  # inside the axis
             cliponaxis=False,
             hovertemplate="%{y}: %{x:.3g} % of the parameters trained<extra></extra>",
+            name="trained parameters",
         )
     )
+    low, high = math.floor(math.log10(min(shares))), math.ceil(math.log10(max(shares)))
+    decades = [10.0**power for power in range(low, high + 1)]
     fig.update_layout(
         title="Share of the parameters each method trains (classification head included)",
-        xaxis={"type": "log", "title": "trained parameters, % of the model (log scale)", "range": [-2, 3.4],
-               "tickvals": [0.01, 0.1, 1, 10, 100], "ticktext": ["0.01", "0.1", "1", "10", "100"]},
+        xaxis={"type": "log", "title": "trained parameters, % of the model (log scale)",
+               "range": [low - 0.1, high + 0.15],
+               "tickvals": decades, "ticktext": [f"{value:g}" for value in decades]},
         yaxis={"autorange": "reversed", "automargin": True},
         showlegend=False,
     )  # fmt: skip
     return fig
 
 
+def wrap(text: str, width: int) -> str:
+    """Plotly title text with each line broken at spaces into lines of at most `width` characters
+    (plotly does not wrap titles); a subtitle line (`<sup>`) may be 1.4 times as long, its type is
+    smaller. The tags take no room: a line is wrapped without them, and they go back on its ends."""
+    lines = []
+    for line in text.split("<br>"):
+        opens, closes = line.startswith("<sup>"), line.endswith("</sup>")
+        subtitle = opens or _open_sup(lines)
+        plain = line.removeprefix("<sup>").removesuffix("</sup>")
+        pieces = textwrap.wrap(plain, round(width * 1.4) if subtitle else width, break_long_words=False) or [""]
+        pieces[0] = ("<sup>" if opens else "") + pieces[0]
+        pieces[-1] += "</sup>" if closes else ""
+        lines.extend(pieces)
+    return "<br>".join(lines)
+
+
+def _open_sup(lines: list[str]) -> bool:
+    joined = "".join(lines)
+    return joined.rfind("<sup>") > joined.rfind("</sup>")
+
+
 def presentable(fig: go.Figure) -> go.Figure:
-    """The figure with projector-sized text and margins that keep every label inside it (a copy)."""
+    """The figure at FIGURE_HEIGHT with projector-sized text (a copy): its title and panel titles
+    wrapped to the width a Tour step gives a figure at 1280 px, the title above the panels' titles,
+    and rows of panels re-spaced for the projector's panel titles."""
     big = go.Figure(fig)
-    big.update_layout(font={"size": PROJECTOR_FONT}, title={"font": {"size": PROJECTOR_FONT + 4}}, height=560,
-                      legend={"font": {"size": PROJECTOR_FONT - 4}})  # fmt: skip
+    columns = len({annotation.x for annotation in big.layout.annotations}) or 1
+    for annotation in big.layout.annotations:  # small multiples' panel titles
+        annotation.text = wrap(annotation.text, max(12, PANEL_CHARS // columns))
+    panel_lines = max((a.text.count("<br>") + 1 for a in big.layout.annotations), default=0)
+    panel_px = (PROJECTOR_FONT - 2) * LINE_PX * panel_lines
+    title = wrap(big.layout.title.text or "", TITLE_CHARS)
+    clearance = panel_px + 6 if panel_px else 12  # between the title and the plot (or its panels' titles)
+    title_over_plot(big, title, clearance)
+    top = TITLE_PAD_PX + (PROJECTOR_FONT + 4) * LINE_PX * (title.count("<br>") + 1) + clearance
+    respace_rows(big, FIGURE_HEIGHT - top - BOTTOM_PX, panel_px + 12)
+    big.update_layout(
+        font={"size": PROJECTOR_FONT}, height=FIGURE_HEIGHT, title_font_size=PROJECTOR_FONT + 4,
+        legend={"font": {"size": PROJECTOR_FONT - 4}},
+    )  # fmt: skip
     for axes in (big.update_xaxes, big.update_yaxes):  # the figures set their own tick and title sizes
         axes(automargin=True, tickfont={"size": PROJECTOR_FONT - 2}, title={"font": {"size": PROJECTOR_FONT}})
-    big.update_annotations(font={"size": PROJECTOR_FONT})  # subplot titles
+    big.update_annotations(font={"size": PROJECTOR_FONT - 2})  # subplot titles
     big.update_traces(textfont={"size": PROJECTOR_FONT - 2}, selector={"type": "bar"})
+    big.update_traces(textfont={"size": PROJECTOR_FONT - 2}, selector={"type": "scatter", "mode": "markers+text"})
     big.update_traces(textfont={"size": PROJECTOR_FONT - 2}, selector={"type": "heatmap"})
     return big
