@@ -30,14 +30,18 @@ from pathlib import Path
 MAX_SPAN = 10  # an axis may span at most this many times its data's extent
 GAP = 2  # px: boxes closer than this touch
 
-# a chart's name in a problem: its title's text as drawn (no markup), else its Streamlit key
+# what the checks share: a chart's Streamlit key (null: none), its name in a problem (its title's text
+# as drawn, no markup, and its key), and a trace's array (plain or typed) as a list
 _CHART_NAME = """
-const chartName = plot => {
-  const title = plot.querySelector('.gtitle')?.textContent;
+const chartKey = plot => {
   const keyed = plot.closest('[class*="st-key-"]');
-  const key = keyed ? [...keyed.classList].find(c => c.startsWith('st-key-')).slice(7) : '(no key)';
+  return keyed ? [...keyed.classList].find(c => c.startsWith('st-key-')).slice(7) : null;
+};
+const chartName = plot => {
+  const title = plot.querySelector('.gtitle')?.textContent, key = chartKey(plot) ?? '(no key)';
   return title ? `${title.slice(0, 60)} [${key}]` : `[${key}]`;
 };
+const list = v => (v == null || typeof v !== 'object' || v.length === undefined) ? [] : Array.from(v);
 """
 
 # per chart: finite data points outside the drawn range, and axes far wider than their data
@@ -47,7 +51,6 @@ AXIS_PROBLEMS = (
     + """
   const problems = [];
   const finite = v => typeof v === 'number' && Number.isFinite(v);
-  const list = v => (v == null || typeof v !== 'object' || v.length === undefined) ? [] : Array.from(v);
   const axisName = id => id.replace(/^x/, 'xaxis').replace(/^y/, 'yaxis');
   for (const plot of document.querySelectorAll('.js-plotly-plot')) {
     const layout = plot._fullLayout;
@@ -201,10 +204,11 @@ CLIPPED_PAGE = """() => {
 }"""
 
 # per chart: its Streamlit key and the numbers it plots (bars: base and top; boxes: the quartiles; heatmaps: z)
-PLOTTED_NUMBERS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(plot => {
-  const keyed = plot.closest('[class*="st-key-"]');
-  const key = keyed ? [...keyed.classList].find(c => c.startsWith('st-key-')).slice(7) : null;
-  const list = v => (v == null || typeof v !== 'object' || v.length === undefined) ? [] : Array.from(v);
+PLOTTED_NUMBERS = (
+    "() => {"
+    + _CHART_NAME
+    + """
+return Array.from(document.querySelectorAll('.js-plotly-plot')).map(plot => {
   const numbers = [];
   for (const trace of plot._fullData) {
     if (trace.visible !== true) continue;
@@ -217,8 +221,11 @@ PLOTTED_NUMBERS = """() => Array.from(document.querySelectorAll('.js-plotly-plot
       value.forEach((v, i) => { if (v != null && base[i] != null) numbers.push(base[i], base[i] + v); });
     } else numbers.push(...value);
   }
-  return {key, title: plot.querySelector('.gtitle')?.textContent ?? '', numbers: numbers.filter(Number.isFinite)};
-})"""
+  return {key: chartKey(plot), title: plot.querySelector('.gtitle')?.textContent ?? '',
+          numbers: numbers.filter(Number.isFinite)};
+});
+}"""
+)
 
 
 def csv_numbers(text: str) -> list[float]:

@@ -101,8 +101,8 @@ def _bars(name, left, widths, y, color, custom, legend, share=1.0, shift=0.0, ba
     )
 
 
-def _only(values: pd.Series, keep: pd.Series) -> list:
-    """values where keep holds, None elsewhere (no bar)."""
+def _only(values, keep) -> list:
+    """values where keep holds, None elsewhere (no bar, a gap in a line); Series or arrays."""
     return [float(v) if k else None for v, k in zip(values, keep)]
 
 
@@ -150,7 +150,7 @@ def _diagram_layout(fig: go.Figure, title: str, tables: list[pd.DataFrame]) -> g
         barmode="overlay",
         bargap=0,
         height=480 + LEGEND_PX,
-        margin={"t": 10, "b": 40 + LEGEND_PX, "l": 50, "r": 20},
+        margin={"b": 40 + LEGEND_PX, "l": 50, "r": 20},  # the top: title_over_plot's
         # anchored to the figure's bottom edge, in a margin of its own, so however many rows the
         # legend wraps into in a narrow column, it stays clear of the x axis's title
         legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0},
@@ -317,8 +317,7 @@ def smooth_reliability_figure(curves: dict[str, SmoothDiagram], title: str, band
         for stretch in _stretches(supported):
             low, high = (np.clip(edge[stretch], 0, 1) for edge in (diagram.lower, diagram.upper))
             _band(fig, diagram.mesh[stretch], low, high, line_color, name, where)
-        curve = np.where(supported, diagram.curve, np.nan)
-        fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=[None if np.isnan(v) else float(v) for v in curve],
+        fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=_only(diagram.curve, supported),
                                  mode="lines", line={"color": line_color}, legendgroup=name,
                                  name=f"{name} (smECE {diagram.smooth_ece:.4f})"), secondary_y=False, **where)  # fmt: skip
         fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", hoverinfo="skip",

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
+from peftviz.figures.layout import title_over_plot
 from peftviz.figures.palette import Series, color
 from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID
 
@@ -61,10 +62,12 @@ def lambda_figure(
         )
     top = max([row["q95"] for row in summary] + [GRID_BAND[1], alpha or 0])
     fig.update_layout(
-        title=title, xaxis_title="layer", yaxis_title="λ(C): share of attention on the prefixes",
-        yaxis_range=[0, min(1.0, 1.1 * top)], margin={"t": 70 if title else 30, "r": 20},
+        xaxis_title="layer", yaxis_title="λ(C): share of attention on the prefixes",
+        yaxis_range=[0, min(1.0, 1.1 * top)], margin={"t": 30, "r": 20},
         legend={"orientation": "h", "y": -0.2, "yanchor": "top"},
     )  # fmt: skip
+    if title:
+        title_over_plot(fig, title)
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
     return fig
