@@ -1,0 +1,249 @@
+"""Smooth ECE of many bootstrap resamples at once, computed as ``relplot.smECE`` computes it.
+
+Definition (Blasiok & Nakkiran 2023, "Smooth ECE: principled reliability diagrams via kernel
+smoothing"; their package relplot 1.0.3, ``metrics.smECE`` with its defaults): for confidences c_i in
+[0, 1], correctness h_i in {0, 1} and a bandwidth sigma, with K_sigma a Gaussian of width sigma
+reflected at 0 and 1,
+
+    dens(t) = sum_i K_sigma(t, c_i) + 1e-4                  kernel density of the confidences
+    r(t)    = sum_i K_sigma(t, c_i) (c_i - h_i) / dens(t)   smoothed residual: confidence - accuracy
+    smECE_sigma = sum_t |r(t)| dens(t) / sum_t dens(t)      over a mesh t = linspace(0, 1, T)
+
+and smECE = smECE_sigma* at the bandwidth where smECE_sigma* = sigma*, found by bisection on [0, 1]
+(relplot's ``search_param``): sigma = 1 if 1 < smECE_1, else 10 halvings of [0, 1], each testing
+the midpoint m with ``m < 0.001 or m < smECE_m``; sigma* is the last midpoint where that fails
+(or 1), so it is a multiple of 2^-10.
+
+relplot discretizes K_sigma (``ReflectedGaussianKernel.apply``), and so does this module, step for step:
+    1. splat: example i adds (1 - frac_i) w_i to grid point b_i and frac_i w_i to b_i + 1 of an
+       E-point grid on [0, 1], E = max(2000, round(20 / sigma)) // 2 + 1 (``smooth_round_to_grid``);
+    2. smooth: convolve the grid values with the Gaussian sampled on E points, the values reflected
+       at both ends first ([flip(v)[:-1], v, flip(v)[1:]], then np.convolve "valid");
+    3. read off: linear interpolation of the smoothed grid at the T = max(round(10 / sigma), 200)
+       mesh points (``interpolate``).
+
+Why own code: relplot takes one set of predictions per call and searches the bandwidth in Python,
+7-12 ms a call; a bootstrap of 1000 resamples spent 7 s there. Here all R resamples go at once.
+A resample is a vector of example counts m (R, N), and every step above is linear in the weights
+w, so for one sigma the steps are two matrices shared by all rows: the splat S (N, J), sparse, two
+entries a row, over the J <= min(2N, E) grid points that receive weight, and the read-off R (J, T)
+= reflected convolution then interpolation. Then, for all rows at once,
+
+    sum_i K_sigma(t, c_i) over the examples of resample r             = (m @ S @ R)[r, t]
+    sum_i K_sigma(t, c_i) (c_i - h_i) over the examples of resample r = ((m * (c - h)) @ S @ R)[r, t]
+
+In each bisection step the rows are grouped by their midpoint (a multiple of 2^-k: a few distinct
+values per step) and each group costs two matrix products. relplot stays the reference: the tests
+check every row against ``relplot.smECE(c[row], h[row], return_width=True)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from peftviz.errors import ConfigError
+
+EPS = 0.001  # relplot.smECE's eps: a bandwidth below it passes the search's test without computing
+BISECTION_STEPS = 10  # relplot.metrics.search_param's refine
+DENSITY_FLOOR = 1e-4  # relplot.kernels.BaseKernelMixin.smooth's eps, added to the density
+MESH_POINTS = 200  # relplot.config.smECE_mesh_pts
+_CHUNK_ELEMENTS = 2_000_000  # elements of one work array (rows x N, rows x mesh, grid x mesh): 16 MB each
+
+
+# ---------------------------------------------------------------- relplot's sizes and kernel
+
+
+def grid_points(sigma: float) -> int:
+    """E: the kernel grid of GaussianKernel.apply."""
+    return max(2000, round(20 / sigma)) // 2 + 1
+
+
+def mesh_points(sigma: float) -> int:
+    """T: the evaluation mesh of relplot.metrics.smooth_ece."""
+    return max(round(10 / sigma), MESH_POINTS)
+
+
+def gaussian_on_grid(sigma: float, n_points: int) -> np.ndarray:
+    """(E,) the Gaussian of GaussianKernel.kernel_ev: centred at 0.5, sampled on linspace(0, 1, E)."""
+    t = np.linspace(0, 1, n_points)
+    return np.exp(-(t - 0.5) * (t - 0.5) / (2 * sigma**2)) / (np.sqrt(2 * np.pi) * sigma)
+
+
+# ---------------------------------------------------------------- the three steps as two matrices
+
+
+def reflected_convolution_weight(kernel: np.ndarray, j: np.ndarray, i: np.ndarray) -> np.ndarray:
+    """Weight of grid value j in relplot's reflected convolution at grid point i (j, i broadcast).
+
+    ReflectedGaussianKernel.convolve pads the values v with their mirror images, [flip(v)[:-1], v,
+    flip(v)[1:]]: value j sits at j, at -j (if j >= 1) and at 2 (E - 1) - j (if j <= E - 2). Then
+    np.convolve(padded, kernel, "valid")[E // 2 + i] weighs a value at position x by kernel[E // 2 + i - x],
+    0 where that falls outside the kernel: the kernel is looked up with 2E zeros on each side.
+    """
+    n_grid = kernel.shape[0]
+    last = n_grid - 1
+    zeros = np.zeros(2 * n_grid)
+    kernel_with_zeros = np.concatenate([zeros, kernel, zeros])  # (5E,): kernel[k] at 2E + k
+    centre = 2 * n_grid + n_grid // 2 + i
+    weight = kernel_with_zeros[centre - j]
+    weight += (j >= 1) * kernel_with_zeros[centre + j]
+    weight += (j <= last - 1) * kernel_with_zeros[centre - (2 * last - j)]
+    return weight
+
+
+def interpolation_weights(mesh: np.ndarray, n_grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """relplot.kernels.interpolate: mesh point t reads grid points left[t] and left[t] + 1 with
+    weights 1 - right_weight[t] and right_weight[t]."""
+    bucket = 1 / (n_grid - 1)
+    left = (mesh * (n_grid - 1)).astype(int).clip(0, n_grid - 2)  # (T,)
+    right_weight = (mesh - left * bucket) / bucket  # (T,)
+    return left, right_weight
+
+
+def splat_matrix(confidence: np.ndarray, n_grid: int):
+    """(N, J) sparse S and touched (J,): smooth_round_to_grid as a matrix, grid values = weights @ S.
+
+    Example n puts 1 - frac[n] on grid point bin[n] and frac[n] on bin[n] + 1. Only the J <= min(2N, E)
+    grid points that receive weight get a column; column k is grid point touched[k]."""
+    from scipy.sparse import csr_matrix  # local: keeps `import peftviz.smooth_ece` light
+
+    n_examples = confidence.shape[0]
+    position = confidence * (n_grid - 1)  # (N,)
+    bin_ = position.astype(int).clip(0, n_grid - 2)
+    frac = position - bin_
+    receives = np.zeros(n_grid, dtype=bool)
+    receives[bin_] = receives[bin_ + 1] = True
+    touched = np.flatnonzero(receives)  # (J,)
+    column_of = np.cumsum(receives) - 1  # (E,): a touched grid point's column
+    columns = column_of[np.stack([bin_, bin_ + 1], axis=1)].ravel()  # (2N,): row n's two, ascending
+    weights = np.stack([1 - frac, frac], axis=1).ravel()  # (2N,)
+    row_starts = np.arange(0, 2 * n_examples + 1, 2)  # (N + 1,): two entries a row
+    return csr_matrix((weights, columns, row_starts), shape=(n_examples, touched.shape[0])), touched
+
+
+def reading_matrix(kernel: np.ndarray, touched: np.ndarray, mesh: np.ndarray) -> np.ndarray:
+    """(J, T): what grid value touched[k] adds to the smoothed curve at mesh[t], i.e. relplot's
+    reflected convolution, then its linear interpolation between grid points left[t] and left[t] + 1."""
+    left, right_weight = interpolation_weights(mesh, kernel.shape[0])  # (T,), (T,)
+    at_left = reflected_convolution_weight(kernel, touched[:, None], left)  # (J, T)
+    at_right = reflected_convolution_weight(kernel, touched[:, None], left + 1)  # (J, T)
+    return (1 - right_weight) * at_left + right_weight * at_right
+
+
+def smoothing_operator(confidence: np.ndarray, sigma: float, mesh: np.ndarray) -> np.ndarray:
+    """(N, T) A = S @ R: A[n, t] is what example n, with weight 1, adds to relplot's smoothed value
+    at mesh[t], i.e. ``ReflectedGaussianKernel(sigma).apply(c, w, mesh) = w @ A`` for any weights w (N,)."""
+    n_grid = grid_points(sigma)
+    splat, touched = splat_matrix(confidence, n_grid)  # (N, J), (J,)
+    return splat @ reading_matrix(gaussian_on_grid(sigma, n_grid), touched, mesh)  # (N, T)
+
+
+# ---------------------------------------------------------------- smooth ECE at fixed bandwidths
+
+
+def smooth_ece_at(confidence: np.ndarray, residual: np.ndarray, counts: np.ndarray, sigma: float) -> np.ndarray:
+    """(G,) relplot.metrics.smooth_ece(c[row], h[row], sigma) of every row of counts (G, N), one sigma.
+
+    The mesh goes in pieces so that no work array exceeds _CHUNK_ELEMENTS; the two sums add up."""
+    n_grid = grid_points(sigma)
+    kernel = gaussian_on_grid(sigma, n_grid)  # (E,)
+    splat, touched = splat_matrix(confidence, n_grid)  # (N, J), (J,)
+    grid_density = counts @ splat  # (G, J)
+    grid_residual = (counts * residual) @ splat  # (G, J)
+    mesh = np.linspace(0, 1, mesh_points(sigma))  # (T,)
+    piece = max(1, _CHUNK_ELEMENTS // max(counts.shape[0], touched.shape[0]))
+    weighted_sum = np.zeros(counts.shape[0])
+    density_sum = np.zeros(counts.shape[0])
+    for start in range(0, mesh.shape[0], piece):
+        read = reading_matrix(kernel, touched, mesh[start : start + piece])  # (J, P)
+        density = grid_density @ read + DENSITY_FLOOR  # (G, P)
+        smoothed_residual = (grid_residual @ read) / density  # (G, P)
+        weighted_sum += np.sum(np.abs(smoothed_residual) * density, axis=1)
+        density_sum += np.sum(density, axis=1)
+    return weighted_sum / density_sum
+
+
+def smooth_ece_at_each(confidence, residual, counts, sigmas: np.ndarray) -> np.ndarray:
+    """(G,) smooth_ece_at with each row's own sigma: one call per distinct sigma."""
+    eces = np.empty(sigmas.shape[0])
+    for sigma in np.unique(sigmas):
+        rows = sigmas == sigma
+        eces[rows] = smooth_ece_at(confidence, residual, counts[rows], float(sigma))
+    return eces
+
+
+# ---------------------------------------------------------------- bandwidth search
+
+
+def search_bandwidth(confidence, residual, counts) -> tuple[np.ndarray, np.ndarray]:
+    """(smECE (G,), sigma (G,)) of every row of counts: relplot's search_param, all rows in step."""
+    n_rows = counts.shape[0]
+    ece_at_start = smooth_ece_at_each(confidence, residual, counts, np.ones(n_rows))
+    searching = ~(1.0 < ece_at_start)  # relplot returns sigma = 1 where its first test holds (never with c in [0, 1])
+    start, end = np.ones(n_rows), np.zeros(n_rows)  # the test fails at start, holds at end
+    for _ in range(BISECTION_STEPS):
+        mid = (start + end) / 2
+        computed = searching & (mid >= EPS)
+        ece_at_mid = np.zeros(n_rows)
+        ece_at_mid[computed] = smooth_ece_at_each(confidence, residual, counts[computed], mid[computed])
+        holds = mid < EPS
+        holds[computed] = mid[computed] < ece_at_mid[computed]
+        end = np.where(searching & holds, mid, end)
+        moved = searching & ~holds
+        start = np.where(moved, mid, start)
+        ece_at_start = np.where(moved, ece_at_mid, ece_at_start)
+    return ece_at_start, start
+
+
+def resampled_smooth_ece(confidence, correct, indices) -> tuple[np.ndarray, np.ndarray]:
+    """(smECE (R,), sigma (R,)): row r is ``relplot.smECE(c[indices[r]], h[indices[r]], return_width=True)``.
+
+    confidence (N,) in [0, 1], correct (N,) in {0, 1} (bool or numbers), indices (R, N) integers in [0, N).
+    """
+    from threadpoolctl import threadpool_limits  # local: scikit-learn's own dependency
+
+    confidence, correct, indices = _check_inputs(confidence, correct, indices)
+    n_rows, n_examples = indices.shape
+    residual = confidence - correct  # (N,)
+    rows_per_pass = max(1, _CHUNK_ELEMENTS // n_examples)
+    eces, sigmas = [], []
+    # One BLAS thread: the products are small, and on a machine whose cores are busy elsewhere
+    # OpenBLAS's threads wait on each other (2 cores, both loaded: R = 1000, N = 213 took 3.1 s, not 0.36 s).
+    with threadpool_limits(1, "blas"):
+        for start in range(0, n_rows, rows_per_pass):
+            counts = example_counts(indices[start : start + rows_per_pass], n_examples)  # (G, N)
+            ece, sigma = search_bandwidth(confidence, residual, counts)
+            eces.append(ece)
+            sigmas.append(sigma)
+    return np.concatenate(eces), np.concatenate(sigmas)
+
+
+def example_counts(indices: np.ndarray, n_examples: int) -> np.ndarray:
+    """(G, N) float: how many times each row of indices (G, M) holds example i."""
+    n_rows = indices.shape[0]
+    flat = (np.arange(n_rows)[:, None] * n_examples + indices).ravel()
+    return np.bincount(flat, minlength=n_rows * n_examples).reshape(n_rows, n_examples).astype(np.float64)
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _check_inputs(confidence, correct, indices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    confidence = np.asarray(confidence, dtype=np.float64)
+    if confidence.ndim != 1 or confidence.shape[0] == 0:
+        raise ConfigError(f"confidence must have shape (N >= 1,), got shape {confidence.shape}")
+    if not np.all((confidence >= 0) & (confidence <= 1)):  # NaN fails too
+        raise ConfigError("confidence must lie in [0, 1] (no NaN)")
+    correct = np.asarray(correct)
+    n_examples = confidence.shape[0]
+    if correct.shape != (n_examples,):
+        raise ConfigError(f"correct must have shape ({n_examples},) to match confidence, got shape {correct.shape}")
+    correct = correct.astype(np.float64)
+    if not np.all((correct == 0) | (correct == 1)):
+        raise ConfigError("correct must hold only 0 and 1 (or False and True)")
+    indices = np.asarray(indices)
+    if indices.ndim != 2 or indices.shape[0] < 1 or indices.shape[1] != n_examples:
+        raise ConfigError(f"indices must have shape (R >= 1, {n_examples}), got shape {indices.shape}")
+    if not np.issubdtype(indices.dtype, np.integer) or indices.min() < 0 or indices.max() >= n_examples:
+        raise ConfigError(f"indices must be integers in [0, {n_examples})")
+    return confidence, correct, indices.astype(np.int64, copy=False)
