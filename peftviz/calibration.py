@@ -229,13 +229,27 @@ def nll(probs, labels) -> float:
 def reliability_bins(probs, labels, n_bins: int = 10, scheme: str = "width") -> dict[str, np.ndarray]:
     """Per-bin table of a top-label reliability diagram, one row per bin, empty bins included.
 
-    Keys: "lower", "upper" (edges), "count" (int), "confidence" (mean top-label confidence),
-    "accuracy", "gap" (accuracy - confidence). Empty bins have count 0 and NaN means.
+    Keys: "lower", "upper" (edges), "count" (int), "hits" (int, correct predictions), "confidence"
+    (mean top-label confidence), "accuracy" (hits / count), "gap" (accuracy - confidence). Empty bins
+    have count 0 and NaN means.
     """
     probs, labels = _check_inputs(probs, labels)
     _check_binning(n_bins, scheme)
-    confidence, correct = _top_label(probs, labels)
-    totals = _bin_totals(confidence, correct, n_bins, scheme)
+    return _bins_of(*_top_label(probs, labels), n_bins, scheme)
+
+
+def one_vs_rest_bins(probs, labels, n_bins: int = 10, scheme: str = "width") -> list[dict[str, np.ndarray]]:
+    """Per class k, the per-bin table of the binary problem "label == k" with confidence p_k, binned
+    with the same scheme on p_k (the bins behind `classwise_ece`). Keys as `reliability_bins`:
+    "confidence" is the bin's mean p_k, "hits" the examples of class k in it, "accuracy" their fraction."""
+    probs, labels = _check_inputs(probs, labels)
+    _check_binning(n_bins, scheme)
+    return [_bins_of(probs[:, k], labels == k, n_bins, scheme) for k in range(probs.shape[1])]
+
+
+def _bins_of(confidence: np.ndarray, hits: np.ndarray, n_bins: int, scheme: str) -> dict[str, np.ndarray]:
+    """The per-bin table of confidences and their 0/1 outcomes (see `reliability_bins`)."""
+    totals = _bin_totals(confidence, hits, n_bins, scheme)
     lower, upper = _bin_edges(confidence, n_bins, scheme)
     with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 -> NaN marks an empty bin
         mean_confidence = totals.confidence_sum / totals.count
@@ -244,6 +258,7 @@ def reliability_bins(probs, labels, n_bins: int = 10, scheme: str = "width") -> 
         "lower": lower,
         "upper": upper,
         "count": totals.count.astype(np.int64),
+        "hits": np.rint(totals.hit_sum).astype(np.int64),  # sums of 1.0s: whole numbers already
         "confidence": mean_confidence,
         "accuracy": bin_accuracy,
         "gap": bin_accuracy - mean_confidence,

@@ -118,6 +118,8 @@ def test_hand_computed_reliability_table():
     np.testing.assert_allclose(table["confidence"][filled], [0.4, 0.5, 0.8, 0.875], atol=TIGHT)
     np.testing.assert_allclose(table["accuracy"][filled], [0.0, 1.0, 0.0, 1.0], atol=TIGHT)
     np.testing.assert_allclose(table["gap"][filled], [-0.4, 0.5, -0.8, 0.125], atol=TIGHT)
+    np.testing.assert_array_equal(table["hits"], [0, 0, 0, 0, 1, 0, 0, 0, 2, 0])
+    assert table["hits"].dtype.kind == "i"
     for key in ("confidence", "accuracy", "gap"):
         assert np.all(np.isnan(table[key][~filled])), key
 
@@ -228,9 +230,11 @@ def test_equal_mass_with_fewer_examples_than_bins_uses_one_bin_each():
 def test_reliability_table_is_consistent_with_metrics(scheme, n_bins):
     probs, labels = random_probs(300, 4, seed=n_bins)
     table = cal.reliability_bins(probs, labels, n_bins=n_bins, scheme=scheme)
-    assert set(table) == {"lower", "upper", "count", "confidence", "accuracy", "gap"}
+    assert set(table) == {"lower", "upper", "count", "hits", "confidence", "accuracy", "gap"}
     assert table["count"].sum() == len(labels)
     filled = table["count"] > 0
+    assert table["hits"].sum() == np.sum(probs.argmax(axis=1) == labels)
+    np.testing.assert_allclose(table["hits"][filled] / table["count"][filled], table["accuracy"][filled], atol=TIGHT)
     np.testing.assert_allclose(table["gap"][filled], (table["accuracy"] - table["confidence"])[filled], atol=TIGHT)
     assert np.all(table["lower"] <= table["upper"])
     assert np.all(table["confidence"][filled] >= table["lower"][filled] - TIGHT)
@@ -387,7 +391,7 @@ BAD_INPUTS = {
     "float bins": (HAND_PROBS, HAND_LABELS, {"n_bins": 2.5}, "n_bins must be an int"),
     "scheme": (HAND_PROBS, HAND_LABELS, {"scheme": "quantile"}, "unknown scheme 'quantile'"),
 }
-BINNED = [cal.ece, cal.mce, cal.ace, cal.classwise_ece, cal.reliability_bins, cal.summary]
+BINNED = [cal.ece, cal.mce, cal.ace, cal.classwise_ece, cal.reliability_bins, cal.one_vs_rest_bins, cal.summary]
 UNBINNED = [cal.accuracy, cal.brier, cal.nll, cal.fit_temperature]
 
 
@@ -467,3 +471,104 @@ def test_netcal_differs_on_edges_and_binary_input():
     one_hot_labels = np.array([0, 1, 2])
     assert cal.ece(np.eye(3), one_hot_labels) == 0.0
     assert 0.0 < metrics.ECE(bins=10).measure(np.eye(3), one_hot_labels) < TIGHT
+
+
+# ---------------------------------------------------------------- per-bin intervals and one-vs-rest tables
+
+
+def bins_by_hand(score, n_bins, scheme):
+    """Each example's bin, apart from peftviz: right-closed (b/n, (b+1)/n] with 0 in bin 0, or the
+    consecutive groups of the stable sort (np.array_split)."""
+    ids = np.full(len(score), -1)
+    if scheme == "width":
+        edges = [b / n_bins for b in range(n_bins + 1)]
+        for b in range(n_bins):
+            ids[(score > edges[b]) & (score <= edges[b + 1])] = b
+        ids[score == 0] = 0
+    else:
+        for b, members in enumerate(np.array_split(np.argsort(score, kind="stable"), min(n_bins, len(score)))):
+            ids[members] = b
+    assert (ids >= 0).all()
+    return ids
+
+
+def scipy_wilson(hits, count, level=0.95):
+    from scipy.stats import binomtest
+
+    interval = binomtest(int(hits), int(count)).proportion_ci(confidence_level=level, method="wilson")
+    return interval.low, interval.high
+
+
+@pytest.mark.parametrize("level", [0.95, 0.8])
+@pytest.mark.parametrize("scheme", ["width", "mass"])
+def test_each_bins_accuracy_interval_is_the_wilson_interval_of_its_hits(scheme, level):
+    from peftviz.analysis import calibration as analysis
+
+    probs, labels = overconfident_model(400, seed=3)
+    table = analysis.bins_frame(probs, labels, 15, scheme, "r", 1, level)
+    assert list(table.columns) == list(analysis.BIN_COLUMNS)
+    confidence, correct = probs.max(axis=1), probs.argmax(axis=1) == labels
+    ids = bins_by_hand(confidence, 15, scheme)
+    for b, row in table.iterrows():
+        n, k = int((ids == b).sum()), int(correct[ids == b].sum())
+        assert (row["count"], row["hits"]) == (n, k)
+        if n == 0:
+            assert np.isnan(row["accuracy_low"]) and np.isnan(row["accuracy_high"])
+            continue
+        assert (row["accuracy_low"], row["accuracy_high"]) == pytest.approx(scipy_wilson(k, n, level), abs=TIGHT)
+        assert 0 <= row["accuracy_low"] <= row["accuracy"] <= row["accuracy_high"] <= 1
+    if scheme == "width":  # confidences of 4 classes are >= 0.25: the first bins are empty
+        assert (table["count"] == 0).sum() >= 3
+
+
+def test_wilson_interval_follows_its_equation_and_stays_in_0_1_at_the_ends():
+    from peftviz.analysis.calibration import wilson_interval
+
+    low, high = wilson_interval([3, 0, 7, 1, 0], [10, 7, 7, 1, 0])
+    z, p, n = 1.959963984540054, 0.3, 10
+    centre, half = p + z**2 / (2 * n), z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
+    assert (low[0], high[0]) == pytest.approx(((centre - half) / (1 + z**2 / n), (centre + half) / (1 + z**2 / n)))
+    # no hit, or all hits: the interval still has width (the normal interval's would be 0)
+    assert low[1] == pytest.approx(0, abs=TIGHT) and high[1] == pytest.approx(scipy_wilson(0, 7)[1], abs=TIGHT)
+    assert high[2] == pytest.approx(1, abs=TIGHT) and low[2] == pytest.approx(scipy_wilson(7, 7)[0], abs=TIGHT)
+    assert high[1] > 0.3 and low[2] < 0.7
+    assert low[3] == pytest.approx(scipy_wilson(1, 1)[0], abs=TIGHT) and high[3] == pytest.approx(1, abs=TIGHT)
+    assert np.isnan(low[4]) and np.isnan(high[4])
+    assert np.all((low[:4] >= 0) & (high[:4] <= 1))
+    with pytest.raises(ValueError, match="level"):
+        wilson_interval([1], [2], level=95)
+
+
+@pytest.mark.parametrize("scheme", ["width", "mass"])
+def test_classwise_tables_hold_each_bins_share_of_its_class(scheme):
+    from peftviz.analysis import calibration as analysis
+
+    probs, labels = random_probs(300, 4, seed=5)
+    names = ["ant", "bee", "cat", "dog"]
+    table = analysis.classwise_frame(probs, labels, 8, scheme, "r", "test", names)
+    assert list(table.columns) == list(analysis.CLASSWISE_COLUMNS) and list(table["class"].unique()) == names
+    for k, name in enumerate(names):
+        rows = table[table["class"] == name].reset_index(drop=True)
+        assert rows["count"].sum() == 300 and rows["hits"].sum() == (labels == k).sum()
+        ids = bins_by_hand(probs[:, k], 8, scheme)
+        for b, row in rows.iterrows():
+            members = ids == b
+            assert row["count"] == members.sum()
+            if not members.any():
+                assert np.isnan(row["accuracy"]) and np.isnan(row["accuracy_high"])
+                continue
+            assert row["accuracy"] == pytest.approx(np.mean(labels[members] == k), abs=TIGHT)
+            assert row["confidence"] == pytest.approx(np.mean(probs[members, k]), abs=TIGHT)
+            expected = scipy_wilson((labels[members] == k).sum(), members.sum())
+            assert (row["accuracy_low"], row["accuracy_high"]) == pytest.approx(expected, abs=TIGHT)
+    per_class_ece = [analysis.table_ece(table[table["class"] == name]) for name in names]
+    assert np.mean(per_class_ece) == pytest.approx(cal.classwise_ece(probs, labels, 8, scheme), abs=TIGHT)
+
+
+def test_classes_a_run_did_not_name_are_numbered():
+    from peftviz.analysis import calibration as analysis
+
+    probs, labels = random_probs(50, 3, seed=1)
+    for names in (None, [], ["only", "two"]):
+        table = analysis.classwise_frame(probs, labels, 5, "width", "r", 1, names)
+        assert list(table["class"].unique()) == ["class 0", "class 1", "class 2"]

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from peftviz.analysis.calibration import BIN_COLUMNS
+from peftviz.analysis.calibration import BIN_COLUMNS, classwise_frame, wilson_interval
 from peftviz.figures import attention, calibration, kernel, palette, tiny_heads
 from peftviz.figures.palette import Series
 from peftviz.methods import METHODS
@@ -19,6 +19,8 @@ def bins_table(rows, scheme="width", run="r", epoch=2) -> pd.DataFrame:
     """A per-bin table from (lower, upper, count, confidence, accuracy) rows."""
     frame = pd.DataFrame(rows, columns=["lower", "upper", "count", "confidence", "accuracy"])
     frame["gap"] = frame["accuracy"] - frame["confidence"]
+    frame["hits"] = np.rint(np.nan_to_num(frame["accuracy"] * frame["count"])).astype(int)
+    frame["accuracy_low"], frame["accuracy_high"] = wilson_interval(frame["hits"], frame["count"])
     frame["run"], frame["epoch"], frame["scheme"], frame["bin"] = run, epoch, scheme, range(len(frame))
     return frame[list(BIN_COLUMNS)]
 
@@ -75,6 +77,80 @@ def test_equal_mass_bins_sit_on_a_rank_axis_labelled_with_their_confidence():
     axis = fig.layout.xaxis2
     assert axis.range[0] < 0 and axis.range[1] > 7 and "rank" in axis.title.text
     assert list(axis.ticktext) == [f"{confidence[i]:.3f}" for i in axis.tickvals]
+
+
+def lower_and_upper_ends(trace) -> tuple[list, list]:
+    """Where a trace's whiskers end: y - arrayminus and y + array (None where it has none)."""
+    bars = trace.error_y
+    assert bars.type == "data" and bars.symmetric is False
+    low = [None if m is None else y - m for y, m in zip(trace.y, bars.arrayminus)]
+    return low, [None if a is None else y + a for y, a in zip(trace.y, bars.array)]
+
+
+def test_each_accuracy_bar_has_a_whisker_from_its_bins_interval_low_to_high():
+    fig = calibration.reliability_figure(TABLE)
+    low, high = lower_and_upper_ends(trace(fig, "accuracy"))
+    assert low[:2] == pytest.approx(TABLE["accuracy_low"][:2].tolist(), abs=1e-12)
+    assert high[:2] == pytest.approx(TABLE["accuracy_high"][:2].tolist(), abs=1e-12)
+    assert low[2] is None and high[2] is None  # the empty bin: no bar, no whisker
+    # 10 of 10 right still leaves room below; 8 of 20 is a wider interval than 10 of 10 gives
+    assert 0.65 < low[0] < 0.75 and high[0] == pytest.approx(1.0) and high[1] - low[1] > 1 - low[0]
+    assert "whiskers: 95% Wilson" in fig.layout.title.text
+    assert "95% Wilson" in calibration.interval_note() and "80% Wilson" in calibration.interval_note(0.8)
+    for other in fig.data[1:]:  # the gap bars, reference and counts have none
+        assert other.error_y.array is None
+
+
+CLASS_NAMES = ["ant", "bee", "cat", "dog"]
+
+
+def four_class_predictions():
+    """200 random probability vectors over four classes and random labels."""
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(200, 4)) * 2
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return probs, rng.integers(0, 4, 200)
+
+
+@pytest.mark.parametrize("scheme", ["width", "mass"])
+def test_a_classwise_figure_has_a_panel_per_class_drawing_its_rows(scheme):
+    from peftviz import calibration as metrics
+
+    probs, labels = four_class_predictions()
+    table = classwise_frame(probs, labels, 10, scheme, "lora", 3, CLASS_NAMES)
+    fig = calibration.classwise_figure(table)
+    titles = [a.text for a in fig.layout.annotations]
+    assert [t.split("<br>")[0] for t in titles] == CLASS_NAMES
+    frequencies = [t for t in fig.data if t.name == "frequency"]
+    counts = [t for t in fig.data if t.name == "count"]
+    assert len(frequencies) == len(counts) == 4
+    for k, (name, line, count) in enumerate(zip(CLASS_NAMES, frequencies, counts)):
+        rows = table[table["class"] == name]
+        filled = (rows["count"] > 0).to_numpy()
+        assert [y for y in line.y if y is not None] == pytest.approx(rows["accuracy"][filled].tolist(), abs=1e-12)
+        assert [x for x in line.x if x is not None] == pytest.approx(rows["confidence"][filled].tolist(), abs=1e-12)
+        low, high = lower_and_upper_ends(line)
+        assert [v for v in low if v is not None] == pytest.approx(rows["accuracy_low"][filled].tolist(), abs=1e-12)
+        assert [v for v in high if v is not None] == pytest.approx(rows["accuracy_high"][filled].tolist(), abs=1e-12)
+        assert [y for y in count.y if y is not None] == rows["count"][filled].tolist()
+        assert f"n = {(labels == k).sum()} ·" in titles[k]
+        assert line.xaxis == count.xaxis and line.yaxis != count.yaxis  # counts on the panel's second axis
+    assert f"classwise ECE = {metrics.classwise_ece(probs, labels, 10, scheme):.4f}" in fig.layout.title.text
+    assert "95% Wilson" in fig.layout.title.text
+
+
+def test_a_classwise_panels_counts_start_at_its_accuracy_zero_and_reach_a_quarter_up():
+    probs, labels = four_class_predictions()
+    table = classwise_frame(probs, labels, 10, "width", "lora", 3, CLASS_NAMES)
+    fig = calibration.classwise_figure(table)
+    accuracy_axis = fig.layout.yaxis
+    count_axis = fig.layout[fig.data[0].yaxis.replace("y", "yaxis")]
+    low, high = accuracy_axis.range
+    count_low, count_high = count_axis.range
+    assert low < 0 and high > 1
+    assert count_low / (count_high - count_low) == pytest.approx(low / (high - low))  # 0 at the same height
+    top = table["count"].max()
+    assert (top - count_low) / (count_high - count_low) == pytest.approx((0.25 - low) / (high - low))
 
 
 # ---------------------------------------------------------------- one palette

@@ -9,6 +9,10 @@ A reliability diagram here has two rows sharing the x axis:
 * bottom: how many examples fall in each bin ("count"), so a large gap over a nearly empty bin
   reads as what it is.
 
+On a single run's diagram (`reliability_figure`) each accuracy bar carries a whisker: the 95% Wilson
+interval of the bin's accuracy, k_b hits of n_b predictions (the table's accuracy_low, accuracy_high).
+`classwise_figure` draws the one-vs-rest diagrams of every class as small multiples.
+
 Equal-width bins sit on a confidence axis from 0 to 1 (each bar spans its bin). Equal-mass bins of
 a trained model crowd near confidence 1, so they sit on a rank axis instead: bin 1 … n in order of
 confidence, equally wide, each tick labelled with its bin's mean confidence, and the reference is
@@ -28,6 +32,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from peftviz import stats
 from peftviz.analysis.calibration import RECALIBRATION_NAMES, SCHEME_NAMES, Recalibration, table_ece
 from peftviz.estimators import SmoothDiagram
 from peftviz.figures.layout import respace_rows, title_over_plot
@@ -37,6 +42,7 @@ ACCURACY_COLOR = "#4c78a8"
 OVER_COLOR = "#d62728"  # confidence above accuracy: the common failure, in red
 UNDER_COLOR = "#17a2a2"  # accuracy above confidence, hatched so it differs in more than hue
 COUNT_COLOR = "#9d9da1"
+WHISKER_COLOR = "#2b2b2b"
 ACCURACY_SHARE, GAP_SHARE = 0.66, 0.28  # of a bin's width: the accuracy bar, then the gap bar beside it
 OVER_NAME = "over-confident (conf > acc)"
 UNDER_NAME = "under-confident (acc > conf)"
@@ -50,6 +56,11 @@ PANEL_TOP_PX = 130  # above the first row: the title (up to three lines) and the
 PANEL_MARGIN = {"t": 10, "b": 60, "l": 60, "r": 20}  # the title pushes the top margin out as far as it needs
 DENSITY_COLOR = "rgba(128, 128, 128, 0.45)"
 DENSITY_SHARE = 0.25  # the density's peak reaches a quarter of the way up a smooth diagram's panel
+CLASS_PANEL_PX = 230  # a classwise diagram's panel
+MIN_COUNT_WIDTH = 0.01  # a count bar of equal-mass bins of nearly equal confidences, still visible
+HOVER = "conf %{customdata[0]:.4f} · acc %{customdata[1]:.4f} · n %{customdata[2]}<extra></extra>"
+HOVER_INTERVAL = ("conf %{customdata[0]:.4f} · acc %{customdata[1]:.4f} [%{customdata[3]:.4f}, %{customdata[4]:.4f}]"
+                  " · n %{customdata[2]}<extra></extra>")  # fmt: skip
 
 
 def caption(table: pd.DataFrame) -> str:
@@ -65,12 +76,17 @@ def _where(table: pd.DataFrame) -> str:
     return "test" if epoch == "test" else f"epoch {epoch}"
 
 
-def _short_caption(table: pd.DataFrame) -> str:
+def interval_note(level: float = stats.LEVEL) -> str:
+    """What a diagram's whiskers are, for the caption under it."""
+    return f"Whiskers: {level:.0%} Wilson interval of each bin's accuracy (n_b predictions)."
+
+
+def _short_caption(table: pd.DataFrame, level: float) -> str:
     """The caption in two short lines, so it fits a chart a third of the page wide."""
     n = int(table["count"].sum())
     split = "test" if table["epoch"].iloc[0] == "test" else "validation"
     bins = f"{len(table)} {SCHEME_NAMES[table['scheme'].iloc[0]]} bins"
-    return f"N = {n} {split} · {bins}<br>ECE = {table_ece(table):.4f}"
+    return f"N = {n} {split} · {bins}<br>ECE = {table_ece(table):.4f} · whiskers: {level:.0%} Wilson"
 
 
 def _on_rank_axis(table: pd.DataFrame) -> bool:
@@ -84,7 +100,8 @@ def _bin_positions(table: pd.DataFrame) -> tuple[list[float], list[float]]:
     return table["lower"].tolist(), (table["upper"] - table["lower"]).tolist()
 
 
-def _bars(name, left, widths, y, color, custom, legend, share=1.0, shift=0.0, base=None, **style) -> go.Bar:
+def _bars(name, left, widths, y, color, custom, legend, share=1.0, shift=0.0, base=None, hover=HOVER,
+          **style) -> go.Bar:  # fmt: skip
     """Bars from each bin's left edge + shift·width, share·width wide, with the bins' hover."""
     return go.Bar(
         x=[edge + width / 2 for edge, width in zip(left, widths)],  # the bin's centre, for hover and CSV
@@ -95,7 +112,7 @@ def _bars(name, left, widths, y, color, custom, legend, share=1.0, shift=0.0, ba
         name=name,
         marker_color=color,
         customdata=custom,
-        hovertemplate="conf %{customdata[0]:.4f} · acc %{customdata[1]:.4f} · n %{customdata[2]}<extra></extra>",
+        hovertemplate=hover,
         **legend,
         **style,
     )
@@ -106,8 +123,19 @@ def _only(values, keep) -> list:
     return [float(v) if k else None for v, k in zip(values, keep)]
 
 
-def _add_reliability(fig: go.Figure, table: pd.DataFrame, col: int = 1, showlegend: bool = True) -> None:
-    """Accuracy, gap bars, the reference and the count bars of one diagram, in column `col`."""
+def whiskers(table: pd.DataFrame) -> dict:
+    """plotly's error_y from each bin's accuracy down to accuracy_low and up to accuracy_high (None
+    for an empty bin)."""
+    accuracy, filled = table["accuracy"], table["count"] > 0
+    return {"type": "data", "symmetric": False, "array": _only(table["accuracy_high"] - accuracy, filled),
+            "arrayminus": _only(accuracy - table["accuracy_low"], filled), "color": WHISKER_COLOR,
+            "thickness": 1.2, "width": 3}  # fmt: skip
+
+
+def _add_reliability(fig: go.Figure, table: pd.DataFrame, col: int = 1, showlegend: bool = True,
+                     intervals: bool = False) -> None:  # fmt: skip
+    """Accuracy, gap bars, the reference and the count bars of one diagram, in column `col`;
+    `intervals`: each accuracy bar with its whisker (`whiskers`)."""
     left, widths = _bin_positions(table)
     custom = table[["confidence", "accuracy", "count"]].to_numpy().tolist()
     legend = {"showlegend": showlegend, "legendgroup": "diagram"}
@@ -115,8 +143,13 @@ def _add_reliability(fig: go.Figure, table: pd.DataFrame, col: int = 1, showlege
     over, under = confidence > accuracy, accuracy > confidence  # NaN (an empty bin) is neither
     gap_bar = {"share": GAP_SHARE, "shift": ACCURACY_SHARE + 0.02, "custom": custom, "legend": legend}
     top = {"row": 1, "col": col}
-    fig.add_trace(_bars("accuracy", left, widths, accuracy.tolist(), ACCURACY_COLOR, custom, legend,
-                        share=ACCURACY_SHARE), **top)  # fmt: skip
+    if intervals:
+        bounds = table[["confidence", "accuracy", "count", "accuracy_low", "accuracy_high"]].to_numpy().tolist()
+        accuracy_style = {"custom": bounds, "hover": HOVER_INTERVAL, "error_y": whiskers(table)}
+    else:
+        accuracy_style = {"custom": custom}
+    fig.add_trace(_bars("accuracy", left, widths, accuracy.tolist(), ACCURACY_COLOR, legend=legend,
+                        share=ACCURACY_SHARE, **accuracy_style), **top)  # fmt: skip
     fig.add_trace(_bars(OVER_NAME, left, widths, _only(confidence - accuracy, over), OVER_COLOR,
                         base=_only(accuracy, over), **gap_bar), **top)  # fmt: skip
     fig.add_trace(_bars(UNDER_NAME, left, widths, _only(accuracy - confidence, under), "white",
@@ -166,12 +199,59 @@ def _diagram_layout(fig: go.Figure, title: str, tables: list[pd.DataFrame]) -> g
     return fig
 
 
-def reliability_figure(table: pd.DataFrame) -> go.Figure:
-    """One run's reliability diagram with its confidence histogram; the title names run and epoch."""
+def reliability_figure(table: pd.DataFrame, level: float = stats.LEVEL) -> go.Figure:
+    """One run's reliability diagram with its confidence histogram, each bin's accuracy with its Wilson
+    interval at `level` (the table's, see analysis.wilson_interval); the title names run and epoch."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28], vertical_spacing=0.06)
-    _add_reliability(fig, table)
-    title = f"{table['run'].iloc[0]} · {_where(table)}<br><sup>{_short_caption(table)}</sup>"
+    _add_reliability(fig, table, intervals=True)
+    title = f"{table['run'].iloc[0]} · {_where(table)}<br><sup>{_short_caption(table, level)}</sup>"
     return _diagram_layout(fig, title, [table])
+
+
+def classwise_figure(table: pd.DataFrame, level: float = stats.LEVEL) -> go.Figure:
+    """One run's one-vs-rest reliability diagrams (rows of analysis.classwise_table), a panel per class k
+    on shared axes: per bin, the fraction of its predictions that are class k against their mean p_k,
+    with its Wilson interval at `level` (the table's); the diagonal; in grey along the bottom, the
+    predictions per bin (the most a quarter of the way up, in every panel). A panel's title: the class,
+    its examples n_k and its ECE; the figure's: the classwise ECE, the mean of the classes' ECEs."""
+    names = list(dict.fromkeys(table["class"]))
+    per_class = [table[table["class"] == name] for name in names]
+    titles = [
+        f"{name}<br>n = {int(rows['hits'].sum())} · ECE {table_ece(rows):.4f}" for name, rows in zip(names, per_class)
+    ]
+    first = per_class[0]
+    split = "test" if first["epoch"].iloc[0] == "test" else "validation"
+    classwise_ece = float(np.mean([table_ece(rows) for rows in per_class]))
+    title = (f"{first['run'].iloc[0]} · {_where(first)} · one-vs-rest per class<br><sup>N = {int(first['count'].sum())} "
+             f"{split} · {len(first)} {SCHEME_NAMES[first['scheme'].iloc[0]]} bins of p_k · classwise ECE = "
+             f"{classwise_ece:.4f}<br>dots: fraction of class k in the bin · whiskers: {level:.0%} Wilson interval "
+             "(n_b predictions) · grey: n_b</sup>")  # fmt: skip
+    fig, panels = panel_grid(titles, CLASS_PANEL_PX, title, "p_k, predicted probability of class k", secondary_y=True)
+    for panel, rows in zip(titles, per_class):
+        _add_class_diagram(fig, rows, panels[panel])
+    fig.update_yaxes(range=UNIT_RANGE, automargin=True, secondary_y=False)
+    counts_scale = float(table["count"].max()) / DENSITY_SHARE  # scaled as UNIT_RANGE: the bars start at its 0
+    fig.update_yaxes(range=[end * counts_scale for end in UNIT_RANGE], visible=False, secondary_y=True)
+    fig.update_xaxes(range=UNIT_RANGE, automargin=True)
+    fig.update_yaxes(title_text="fraction of class k", col=1, secondary_y=False)
+    return fig
+
+
+def _add_class_diagram(fig: go.Figure, rows: pd.DataFrame, where: dict) -> None:
+    """One class's panel of `classwise_figure`: count bars over each bin's edges, then the diagonal and
+    each bin's frequency of the class at its mean p_k, with whiskers."""
+    filled = rows["count"] > 0
+    widths = np.maximum((rows["upper"] - rows["lower"]).to_numpy(), MIN_COUNT_WIDTH)
+    bounds = rows[["confidence", "accuracy", "count", "accuracy_low", "accuracy_high"]].to_numpy().tolist()
+    fig.add_trace(go.Bar(x=((rows["lower"] + rows["upper"]) / 2).tolist(), y=_only(rows["count"], filled),
+                         width=widths.tolist(), marker_color=DENSITY_COLOR, name="count", customdata=bounds,
+                         hovertemplate=HOVER), secondary_y=True, **where)  # fmt: skip
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", hoverinfo="skip",
+                             line={"dash": "dash", "color": "gray", "width": 1}), secondary_y=False, **where)  # fmt: skip
+    fig.add_trace(go.Scatter(x=_only(rows["confidence"], filled), y=_only(rows["accuracy"], filled),
+                             mode="lines+markers", name="frequency", marker={"color": ACCURACY_COLOR, "size": 6},
+                             line={"color": ACCURACY_COLOR, "width": 1}, error_y=whiskers(rows), customdata=bounds,
+                             hovertemplate=HOVER_INTERVAL), secondary_y=False, **where)  # fmt: skip
 
 
 def recalibration_figure(result: Recalibration) -> go.Figure:
