@@ -30,7 +30,7 @@ appkit.page(
 def ece_curve(unit: Group, n_bins, scheme, n_resamples, name):
     if len(unit.runs) == 1:
         return analysis.ece_over_epochs(unit.runs[0], n_bins, scheme, n_resamples, name)
-    return analysis.group_ece_over_epochs(unit, n_bins, scheme, name)
+    return analysis.group_ece_over_epochs(unit, n_bins, scheme, name, n_resamples)
 
 
 def headed(wide: pd.DataFrame) -> pd.DataFrame:
@@ -98,8 +98,12 @@ n_resamples = far.radio("Bootstrap resamples", cmp.RESAMPLE_CHOICES, horizontal=
 
 # ---------------------------------------------------------------- diagrams
 st.subheader("Reliability diagrams")
-if not as_groups:
-    cells = [cell for _ in range(0, len(runs), 3) for cell in st.columns(3)]  # rows of three
+CLASSWISE = "classwise (one-vs-rest)"
+
+
+def top_label_diagrams(runs):
+    """Each run's top-label diagram with its bins' Wilson intervals, in rows of three."""
+    cells = [cell for _ in range(0, len(runs), 3) for cell in st.columns(3)]
     for run, cell in zip(runs, cells):
         with cell:
             try:
@@ -108,7 +112,28 @@ if not as_groups:
                 appkit.show_error(err)
                 continue
             appkit.chart(figures.reliability_figure(table), f"reliability-{run.name}", data=table)
-            st.caption(figures.caption(table))
+            st.caption(f"{figures.caption(table)}. {figures.interval_note()}")
+
+
+def classwise_diagrams(runs):
+    """Each run's one-vs-rest diagrams, a panel per class, the page's width each; CSV: the long table."""
+    for run in runs:
+        try:
+            table = appkit.per_run(analysis.classwise_table, run, epoch, n_bins, scheme, names[run.name])
+        except appkit.PeftvizError as err:
+            appkit.show_error(err)
+            continue
+        appkit.chart(figures.classwise_figure(table), f"classwise-{run.name}", data=table)
+    st.caption("For each class k, every prediction's probability of k (p_k), binned as chosen above, against "
+               "whether the example is of class k (Kull et al. 2019). The classwise ECE is the mean of the classes' "
+               "ECEs. Whiskers: 95% Wilson interval of the fraction of class k in each bin (n_b predictions).")  # fmt: skip
+
+
+if not as_groups:
+    diagram = st.radio("Diagram", ["top-label", CLASSWISE], horizontal=True, key="calibration_diagram",
+                       help="Top-label: each prediction's confidence against whether it is right. Classwise: "
+                       "one diagram per class k, p_k against whether the example is of class k.")  # fmt: skip
+    (classwise_diagrams if diagram == CLASSWISE else top_label_diagrams)(runs)
 try:
     with st.spinner("Smoothing the reliability curves…"):
         curves = {  # a group is banded over its seeds, so its runs need no bootstrap band of their own
@@ -140,7 +165,7 @@ for unit in units:
     except appkit.PeftvizError as err:
         appkit.show_error(err)
 if frames:
-    band = ("95% t-interval of the mean over seeds (dotted: each seed)" if as_groups
+    band = ("95% bootstrap over seeds and validation examples (dotted: each seed)" if as_groups
             else f"95% percentile bootstrap over {n_resamples} resamples of the validation examples")  # fmt: skip
     figure = figures.ece_over_epochs_figure(pd.concat(frames), scheme, n_bins, band, epoch, series)
     appkit.chart(figure, "ece-over-epochs")
@@ -171,12 +196,18 @@ except appkit.PeftvizError as err:
 else:
     st.table(headed(cmp.wide_summary(result)), border="horizontal", hide_index=True)
     st.caption("Each cell: value [95% interval]. One run: bootstrap over the examples. Several seeds: mean "
-               "over seeds, t-interval over seeds.")  # fmt: skip
+               "over seeds, with a bootstrap that resamples the seeds and the test examples together, so the "
+               "interval holds both the training randomness and the test set's own noise.")  # fmt: skip
     if not result.pairs.empty:
         st.table(headed(cmp.wide_pairs(result)), border="horizontal", hide_index=True)
         st.caption("Differences A − B; * marks a difference significant at 5% after Holm's correction over the "
-                   "pairs, per metric. Single runs: paired bootstrap on the same examples; groups: paired-by-seed "
-                   "t-test (Welch's where the seeds differ).")  # fmt: skip
+                   "pairs, per metric. Single runs: paired bootstrap on the same examples; groups: the same "
+                   "bootstrap over seeds and examples, seeds paired where both groups have the same ones.")  # fmt: skip
+        if result.pairs["p_better"].notna().any():
+            st.table(headed(cmp.wide_improvement(result)), border="horizontal", hide_index=True)
+            st.caption("P(A better than B): the chance that a run of A beats a run of B on the metric (Agarwal et "
+                       "al. 2021), with its 95% interval over the same resamples. 0.5: no better than a coin.")  # fmt: skip
+        st.markdown("\n".join(f"- {line}" for line in cmp.plain_words(result)))
         shown = st.selectbox("Differences in", result.metrics, format_func=lambda n: estimators.ESTIMATORS[n].heading,
                              key="calibration_difference_metric")  # fmt: skip
         appkit.chart(

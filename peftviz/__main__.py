@@ -130,6 +130,9 @@ def _add_report_parser(commands) -> None:
     report.add_argument("--scheme", choices=["width", "mass"], default="width", help="equal-width or equal-mass bins")
     report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
     report.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
+    report.add_argument("--group-interval", choices=["bootstrap", "t"], default="bootstrap",
+                        help="groups of seeds: two-level bootstrap over seeds and test examples (default), or the "
+                        "t-interval over seeds, which leaves out the test set's noise")  # fmt: skip
     report.add_argument("--csv", type=Path, default=None, metavar="PREFIX",
                         help="write PREFIX-summary.csv and PREFIX-pairs.csv (default: cache/reports/report-<time>)")  # fmt: skip
     report.add_argument("--runs-dir", type=Path, default=store_dir())
@@ -139,7 +142,7 @@ def report(args: argparse.Namespace) -> int:
     from peftviz.analysis import comparison as cmp  # numpy, pandas and scipy; no torch
 
     settings = cmp.Settings("test" if args.epoch is None else args.epoch, args.bins, args.scheme, args.resamples,
-                            args.bootstrap_seed)  # fmt: skip
+                            args.bootstrap_seed, group_interval=args.group_interval)  # fmt: skip
     units = cmp.select_units(list_runs(args.runs_dir), args.units)
     result = cmp.compare_groups(units, settings, args.metrics)
     print(cmp.markdown(result))

@@ -18,6 +18,8 @@ within its limit, npz and safetensors headers against the file's size) and check
     writer.lock         while a process writes the run (runs.WriterLock); read only to ask whether
                         the writer lives, never trusted beyond its host name
     analysis/*.json     analysis caches; a bad cache is ignored and computed again
+    analysis/estimates/*.npz  a cache of estimates (`analysis.estimates`): key (a 64-hex string),
+                        value__<metric> () float64 and draws__<metric> (R,) float64 per metric
 
 Names read from the store are never used as paths: an epoch is an integer, an evaluation name
 matches EVALUATION_NAME. This module imports no torch.
@@ -47,6 +49,7 @@ SAFETENSORS_HEADER_LIMIT = 64 * MB
 SHA256 = re.compile(r"[0-9a-f]{64}")
 EVALUATION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # "test", "averaged", "averaged_test", "epoch_3"
 FLOAT_KINDS, INT_KINDS = "f", "iu"
+ROW_SUM_TOLERANCE = 1e-4  # float32 softmax rows sum to 1 within ~1e-6 per class
 SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1}
 SAFETENSORS_BYTES |= {"BOOL": 1, "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1}
 
@@ -274,11 +277,58 @@ def read_predictions(path: Path, n_classes: int) -> tuple[np.ndarray, np.ndarray
             probs, labels = npz["probs"], npz["labels"]
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
         raise Corrupt(file, f"the file cannot be read ({str(err)[:60]})") from None
-    if not np.isfinite(probs).all() or (probs < 0).any() or (probs > 1).any():
-        raise Corrupt(file, "probs must be probabilities in [0, 1]")
+    if not np.isfinite(probs).all():
+        raise Corrupt(
+            file, f"probs must be probabilities in [0, 1]; {np.count_nonzero(~np.isfinite(probs))} are NaN or inf"
+        )
+    if (probs < 0).any() or (probs > 1).any():
+        raise Corrupt(
+            file, f"probs must be probabilities in [0, 1]; found values from {probs.min():.4g} to {probs.max():.4g}"
+        )
+    _check_rows_sum_to_one(file, probs)
     if len(labels) and (labels.min() < 0 or labels.max() >= n_classes):
         raise Corrupt(file, f"labels must be class ids 0..{n_classes - 1}")
     return probs, labels
+
+
+def _check_rows_sum_to_one(file: str, probs: np.ndarray) -> None:
+    """Each row of probs is one example's distribution over the classes; Corrupt names the worst row."""
+    if not len(probs):
+        return
+    off_by = np.abs(probs.sum(axis=1, dtype=np.float64) - 1.0)  # (N,)
+    if (off_by > ROW_SUM_TOLERANCE).any():
+        worst = int(np.argmax(off_by))
+        raise Corrupt(file, f"each row of probs must sum to 1; {int((off_by > ROW_SUM_TOLERANCE).sum())} of "
+                      f"{len(probs)} rows do not (row {worst} sums to {probs[worst].sum(dtype=np.float64):.6g})")  # fmt: skip
+
+
+ESTIMATE_MEMBER = re.compile(r"^(value|draws)__([a-z][a-z0-9_]{0,63})$")
+
+
+def read_estimates(path: Path, key: str, n_resamples: int) -> dict[str, tuple[float, np.ndarray]]:
+    """{metric: (value, draws (R,))} of an estimates cache whose key is `key`, every member checked."""
+    file = f"analysis/estimates/{path.name}"
+    try:
+        check_regular(path, ANALYSIS_LIMIT, follow_symlinks=False)
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except FileProblem as problem:
+        raise Corrupt(file, f"the file {problem}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise Corrupt(file, f"the file is not an npz archive ({str(err)[:60]})") from None
+    stored_key = arrays.pop("key", None)
+    if stored_key is None or stored_key.shape != () or str(stored_key) != key:
+        raise Corrupt(file, "key does not match the predictions and settings")
+    metrics = {}
+    for name, array in arrays.items():
+        match = ESTIMATE_MEMBER.match(name)
+        shape = () if match and match[1] == "value" else (n_resamples,)
+        if not match or array.shape != shape or array.dtype != np.float64:
+            raise Corrupt(file, f"{name} must be float64 of shape {shape}, not {array.dtype} {array.shape}")
+        metrics.setdefault(match[2], {})[match[1]] = array
+    if any(len(parts) != 2 for parts in metrics.values()):
+        raise Corrupt(file, "every metric needs a value and its draws")
+    return {metric: (float(parts["value"]), parts["draws"]) for metric, parts in metrics.items()}
 
 
 # ---------------------------------------------------------------------------------------------

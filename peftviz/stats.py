@@ -16,13 +16,43 @@ Comparing (each returns a `Difference`: estimate A - B, interval, two-sided p-va
   the seeds match, Welch's t-test otherwise. `t_interval(values)`: the t interval of one group's mean.
 * `holm(p_values)`: Holm's step-down adjustment for a family of comparisons.
 
-numpy only at import time (scipy and statsmodels are imported inside functions): `import peftviz.stats`
+Seeds × examples (the two-level bootstrap of a group, `SeedDraws`):
+
+Every run of a comparison is scored on the same test examples (one split, `data_seed`), and its
+metric is bootstrapped on the same example rows (`resample_indices` with one seed), so run s gives
+a point value v_s and draws D[s, r] = metric(run s on example row r). The seeds and the examples
+are *crossed*, not nested: the same documents are read by every seed. A group's mean over seeds
+m = (1/S) Σ_s v_s has two sources of error, the seeds that happened to be trained and the documents
+that happened to be in the test split (Bouthillier et al., MLSys 2021). Draw r resamples both at
+once (Owen 2007, "the pigeonhole bootstrap" of a crossed design):
+
+    m*_r = (1/S) Σ_k D[K_rk, r],   K_rk ~ Uniform{1..S} with replacement (`seed_rows`)
+
+and the interval is the percentile interval of m*. Every draw is a mean of values of the metric, so
+the interval stays inside the metric's range (ECE in [0, 1]; debiased ECE, whose values may be
+negative, excepted). Two groups' difference uses the same example rows, and the same seed rows K
+where their seed sets match (paired by seed), independent K otherwise (`two_level_difference`);
+the p-value is the shifted bootstrap's, as for two runs. A group of one seed is a run: K is all
+zeros and m* is that run's example bootstrap, so one code path serves runs and groups.
+Owen shows the pigeonhole bootstrap is mildly conservative (it counts the seed × example
+interaction twice); with few seeds the seed part is too narrow (a bootstrap of S values has
+variance (S-1)/S of the sample's). tests/test_stats.py measures the coverage on simulated data
+with a known truth; the README gives the numbers.
+
+Probability of improvement (Agarwal et al., NeurIPS 2021, `rliable`): P(A better than B) =
+(1/(S_a S_b)) Σ_i Σ_j ( 1[a_i ≻ b_j] + ½ 1[a_i = b_j] ), the chance that a run of A beats a run of
+B, ≻ the metric's better direction (`probability_of_improvement`); its interval is the percentile
+interval over the same two-level draws. rliable defines it so but is not called: its interval
+resamples runs only (not the test examples), and its statistic runs scipy's Mann-Whitney once per
+draw, where here all draws are one array operation; tests check equality with rliable's function.
+
+numpy only at import time (scipy is imported inside functions): `import peftviz.stats`
 stays light.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -238,16 +268,111 @@ def holm(p_values) -> np.ndarray:
     With the m finite p-values sorted p_(1) <= ... <= p_(m):
         p̃_(i) = min(1, max_{j <= i} (m - j + 1) p_(j)).
     NaNs (comparisons with no test) are passed through and do not count towards m.
+    Own three lines, tested against statsmodels' ``multipletests(method="holm")``: that function
+    runs ``gc.collect()`` on every Holm call (0.1 s and more with a large heap; a comparison makes
+    one call per metric) and its module takes seconds to import.
     """
-    from statsmodels.stats.multitest import multipletests
-
     p_values = np.asarray(p_values, dtype=np.float64)
     if p_values.ndim != 1:
         raise ConfigError(f"p_values must be 1-D, got shape {p_values.shape}")
     tested = ~np.isnan(p_values)
-    if np.any((p_values[tested] < 0) | (p_values[tested] > 1)):
-        raise ConfigError(f"p-values must lie in [0, 1], got {p_values[tested].min()} to {p_values[tested].max()}")
+    finite = p_values[tested]
+    if np.any((finite < 0) | (finite > 1)):
+        raise ConfigError(f"p-values must lie in [0, 1], got {finite.min()} to {finite.max()}")
+    order = np.argsort(finite, kind="stable")
+    stepped = np.maximum.accumulate(finite[order] * np.arange(finite.size, 0, -1))  # (m - j + 1) p_(j), running max
     adjusted = p_values.copy()
-    if tested.any():
-        adjusted[tested] = multipletests(p_values[tested], method="holm")[1]
+    adjusted[np.flatnonzero(tested)[order]] = np.minimum(stepped, 1.0)
     return adjusted
+
+
+# ---------------------------------------------------------------- seeds × examples
+
+
+def seed_rows(n_seeds: int, n_resamples: int, seed: int = 0, stream: int = 0) -> np.ndarray:
+    """(R, S) int64: row r holds the seed positions 0..S-1 of resample r, drawn with replacement.
+
+    Seeded apart from the example rows (its own stream), so a group's draws repeat; `stream` gives
+    a second group independent rows where the two groups' seeds do not match."""
+    return np.random.default_rng([seed, 1, stream]).integers(0, n_seeds, size=(n_resamples, n_seeds))
+
+
+@dataclass(frozen=True)
+class SeedDraws:
+    """One metric of one unit (a run, or a group of seeds): its seeds, their point values (S,) and
+    their bootstrap draws (S, R), every seed's on the same example rows."""
+
+    seeds: tuple[int, ...]
+    values: np.ndarray  # (S,)
+    draws: np.ndarray  # (S, R)
+
+    def __post_init__(self):
+        shape = (len(self.seeds), len(self.values))
+        if len(set(self.seeds)) != len(self.seeds) or self.draws.ndim != 2 or self.draws.shape[0] != shape[1]:
+            raise ConfigError(f"need one distinct seed, one value and one row of draws per seed, got "
+                              f"seeds {list(self.seeds)}, {shape[1]} values, draws {self.draws.shape}")  # fmt: skip
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.values))
+
+    def in_seed_order(self) -> SeedDraws:
+        order = np.argsort(self.seeds, kind="stable")
+        return SeedDraws(tuple(self.seeds[i] for i in order), self.values[order], self.draws[order])
+
+    def resampled(self, rows: np.ndarray) -> np.ndarray:
+        """(R, S) the values of the seeds of `rows` (R, S), each at its own example row r."""
+        return self.draws[rows, np.arange(self.draws.shape[1])[:, None]]
+
+    def group_draws(self, rows: np.ndarray) -> np.ndarray:
+        """(R,) m*_r: the mean over the resampled seeds of their draws at example row r."""
+        return self.resampled(rows).mean(axis=1)
+
+
+def two_level_interval(unit: SeedDraws, level: float = LEVEL, seed: int = 0) -> tuple[float, float, float]:
+    """(mean over seeds, low, high): the percentile interval of the two-level draws m*."""
+    check_level(level)
+    rows = seed_rows(len(unit.seeds), unit.draws.shape[1], seed)
+    return (unit.mean, *percentile_interval(unit.group_draws(rows), level))
+
+
+def paired_seed_rows(a: SeedDraws, b: SeedDraws, seed: int = 0) -> tuple[SeedDraws, SeedDraws, np.ndarray, np.ndarray]:
+    """Both units in seed order with their seed rows: shared where the seed sets match, else independent."""
+    a, b = a.in_seed_order(), b.in_seed_order()
+    n_resamples = a.draws.shape[1]
+    if b.draws.shape[1] != n_resamples:
+        raise ConfigError(f"both units need the same resamples, got {n_resamples} and {b.draws.shape[1]}")
+    rows_a = seed_rows(len(a.seeds), n_resamples, seed)
+    rows_b = rows_a if a.seeds == b.seeds else seed_rows(len(b.seeds), n_resamples, seed, stream=1)
+    return a, b, rows_a, rows_b
+
+
+def two_level_difference(
+    a: SeedDraws, b: SeedDraws, level: float = LEVEL, seed: int = 0, n_examples: int = 0
+) -> Difference:
+    """Δ = mean(A) − mean(B) over seeds, its interval and p-value from the two-level draws (see the module)."""
+    a, b, rows_a, rows_b = paired_seed_rows(a, b, seed)
+    found = paired_bootstrap_from_samples(a.mean, b.mean, a.group_draws(rows_a), b.group_draws(rows_b), level,
+                                          n_examples)  # fmt: skip
+    if len(a.seeds) == len(b.seeds) == 1:
+        return found  # two runs: the paired bootstrap over examples
+    paired = "seeds paired" if a.seeds == b.seeds else "seeds independent"
+    return replace(found, method=f"two-level bootstrap ({paired})")
+
+
+def probability_of_improvement(x, y) -> np.ndarray:
+    """P(X > Y) = mean over pairs (i, j) of 1[x_i > y_j] + ½ 1[x_i = y_j]; x (..., m), y (..., n) -> (...)."""
+    x, y = np.asarray(x, dtype=np.float64)[..., :, None], np.asarray(y, dtype=np.float64)[..., None, :]
+    return ((x > y) + 0.5 * (x == y)).mean(axis=(-2, -1))
+
+
+def improvement(
+    a: SeedDraws, b: SeedDraws, lower_is_better: bool, level: float = LEVEL, seed: int = 0
+) -> tuple[float, float, float]:
+    """(P(A better than B), low, high): the probability of improvement over seeds and its percentile
+    interval over the two-level draws (the seed rows of `two_level_difference`)."""
+    sign = -1.0 if lower_is_better else 1.0  # "better" is "greater" after the sign
+    a, b, rows_a, rows_b = paired_seed_rows(a, b, seed)
+    point = float(probability_of_improvement(sign * a.values, sign * b.values))
+    draws = probability_of_improvement(sign * a.resampled(rows_a), sign * b.resampled(rows_b))  # (R,)
+    return (point, *percentile_interval(draws, level))

@@ -103,3 +103,27 @@ def each_case_within(seconds: int):
         return within
 
     return decorate
+
+
+# ---------------------------------------------------------------- a group's bootstrap, written out
+
+
+def seed_values_and_draws(runs, metric: str, which="test", n_resamples: int = 60, seed: int = 0, n_bins: int = 10):
+    """Each run's point value (S,) and its draws (S, R) on one set of resampled example rows, from the
+    estimators directly (the rows as `stats.resample_indices` draws them)."""
+    from peftviz import estimators
+
+    n_examples = len(runs[0].predictions(which)[1])
+    rows = np.random.default_rng(seed).integers(0, n_examples, size=(n_resamples, n_examples))
+    values = [estimators.point_estimates(*run.predictions(which), n_bins, "width", [metric])[metric] for run in runs]
+    draws = [
+        estimators.bootstrap_samples(*run.predictions(which), rows, n_bins, "width", [metric])[metric] for run in runs
+    ]
+    return np.array(values), np.stack(draws)
+
+
+def two_level_by_hand(draws: np.ndarray, seed: int = 0) -> np.ndarray:
+    """m*_r = the mean over resampled seeds of draws[seed, r], the seeds drawn as `stats.seed_rows` draws them."""
+    n_seeds, n_resamples = draws.shape
+    rows = np.random.default_rng([seed, 1, 0]).integers(0, n_seeds, size=(n_resamples, n_seeds))
+    return np.array([draws[rows[r], r].mean() for r in range(n_resamples)])

@@ -15,6 +15,7 @@ from peftviz.analysis import calibration as analysis
 from peftviz.analysis import comparison as cmp
 from peftviz.config import comparison, over_seeds, parse_seeds
 from peftviz.runs import Group, group_runs, list_runs
+from tests.helpers import seed_values_and_draws, two_level_by_hand
 
 METRICS = ("accuracy", "ece", "smooth_ece", "brier")
 SETTINGS = cmp.Settings("test", 10, "width", 60, 0)
@@ -72,18 +73,40 @@ def test_a_different_training_seed_changes_the_run_but_not_the_group(groups):
 # ---------------------------------------------------------------- the comparison table
 
 
-def test_summary_is_the_mean_over_seeds_with_its_t_interval(groups, result):
+def values_and_draws(group, metric, n_resamples=60, seed=0, which="test"):
+    return seed_values_and_draws(group.runs, metric, which, n_resamples, seed)
+
+
+def test_summary_is_the_mean_over_seeds_with_the_two_level_bootstrap(groups, result):
     for group in groups:
         for metric in METRICS:
+            values, draws = values_and_draws(group, metric)
+            assert draws.shape == (2, 60)
+            row = result.summary[(result.summary["unit"] == group.label) & (result.summary["metric"] == metric)]
+            low, high = np.quantile(two_level_by_hand(draws), [0.025, 0.975])
+            assert (row["mean"].item(), row["low"].item(), row["high"].item()) == pytest.approx(
+                (values.mean(), low, high), abs=1e-12
+            )
+            assert row["interval"].item() == "bootstrap over seeds × examples"
+            if metric in ("ece", "smooth_ece", "accuracy"):
+                assert 0 <= row["low"].item() <= row["high"].item() <= 1
+
+
+def test_summary_with_t_over_seeds_is_the_t_interval(groups):
+    t_result = cmp.compare_groups(groups, replace(SETTINGS, group_interval="t"), ["accuracy", "brier"])
+    for group in groups:
+        for metric in ("accuracy", "brier"):
             values = [estimators.point_estimates(*run.predictions("test"), 10, "width", [metric])[metric]
                       for run in group.runs]  # fmt: skip
-            row = result.summary[(result.summary["unit"] == group.label) & (result.summary["metric"] == metric)]
+            row = t_result.summary[(t_result.summary["unit"] == group.label) & (t_result.summary["metric"] == metric)]
             mean, low, high = t_interval(values)
             assert row["mean"].item() == pytest.approx(mean, abs=1e-12)
             if values[0] != values[1]:
-                assert row["low"].item() == pytest.approx(low, abs=1e-12)
-                assert row["high"].item() == pytest.approx(high, abs=1e-12)
+                assert (row["low"].item(), row["high"].item()) == pytest.approx((low, high), abs=1e-12)
             assert row["interval"].item() == "t over seeds"
+    assert set(t_result.pairs["test"]) == {"paired t (seeds)"}
+    with pytest.raises(ValueError, match="group_interval must be one of bootstrap, t"):
+        cmp.Settings(group_interval="z")
 
 
 def test_an_estimate_of_the_summary_is_recomputed_from_its_definition(groups, result):
@@ -94,24 +117,29 @@ def test_an_estimate_of_the_summary_is_recomputed_from_its_definition(groups, re
 
 
 def test_pairs_are_paired_by_seed_and_holm_adjusted_per_metric(groups, result):
+    from rliable.metrics import probability_of_improvement
+
     pairs = result.pairs
     assert len(pairs) == 15 * len(METRICS)  # 6 methods: 15 pairs
     by_label = {group.label: group for group in groups}
     for metric in ("ece", "brier"):
         rows = pairs[pairs["metric"] == metric]
         for _, row in rows.iterrows():
-            a = [
-                estimators.point_estimates(*r.predictions("test"), 10, "width", [metric])[metric]
-                for r in by_label[row["a"]].runs
-            ]
-            b = [
-                estimators.point_estimates(*r.predictions("test"), 10, "width", [metric])[metric]
-                for r in by_label[row["b"]].runs
-            ]
-            assert row["difference"] == pytest.approx(np.mean(a) - np.mean(b), abs=1e-12)
-            assert row["test"] == "paired t (seeds)"
-            if not np.allclose(np.subtract(a, b), np.subtract(a, b)[0]):
-                assert row["p"] == pytest.approx(scipy_stats.ttest_rel(a, b).pvalue, abs=1e-12)
+            (a, draws_a), (b, draws_b) = (
+                values_and_draws(by_label[row["a"]], metric),
+                values_and_draws(by_label[row["b"]], metric),
+            )
+            deltas = two_level_by_hand(draws_a) - two_level_by_hand(draws_b)  # same seeds: the same seed rows for both
+            estimate = np.mean(a) - np.mean(b)
+            assert row["difference"] == pytest.approx(estimate, abs=1e-12)
+            assert (row["low"], row["high"]) == pytest.approx(tuple(np.quantile(deltas, [0.025, 0.975])), abs=1e-12)
+            p = (1 + np.sum(np.abs(deltas - estimate) >= abs(estimate))) / 61
+            assert row["p"] == pytest.approx(p, abs=1e-12)
+            assert row["test"] == "two-level bootstrap (seeds paired)"
+            lower_is_better = -1.0  # ece and brier: the lower run is the better one
+            expected = probability_of_improvement(lower_is_better * a[:, None], lower_is_better * b[:, None])
+            assert row["p_better"] == pytest.approx(expected, abs=1e-12)
+            assert 0 <= row["p_better_low"] <= row["p_better_high"] <= 1
         finite = rows["p"].notna().to_numpy()
         expected = multipletests(rows["p"].to_numpy()[finite], method="holm")[1]
         assert np.allclose(rows["p_holm"].to_numpy()[finite], expected, atol=1e-12)
@@ -122,6 +150,7 @@ def test_single_runs_compare_by_the_paired_bootstrap(groups):
     units = [Group(group.runs[0].name, group.runs[:1]) for group in groups[:3]]
     result = cmp.compare_groups(units, SETTINGS, ["ece"])
     assert set(result.pairs["test"]) == {"paired bootstrap"}
+    assert result.pairs["p_better"].isna().all()  # one run each: no probability of improvement over seeds
     row = result.summary.iloc[0]
     probs, labels = units[0].runs[0].predictions("test")
     found = estimators.estimate_all(probs, labels, 10, "width", 60, 0.95, 0, ["ece"])["ece"]
@@ -160,14 +189,16 @@ def test_report_prints_markdown_and_writes_the_same_numbers_as_csv(seeds_store, 
 # ---------------------------------------------------------------- group curves
 
 
-def test_a_groups_ece_over_epochs_is_the_mean_of_its_seeds_with_their_t_interval(groups):
+def test_a_groups_ece_over_epochs_is_the_mean_of_its_seeds_with_the_two_level_bootstrap(groups):
     group = groups[1]
-    curve = analysis.group_ece_over_epochs(group, 10, "width", "g")
+    curve = analysis.group_ece_over_epochs(group, 10, "width", "g", n_resamples=80)
     assert list(curve["epoch"]) == [1, 2]
     for _, row in curve.iterrows():
-        values = [calibration.ece(*run.predictions(row["epoch"]), 10) for run in group.runs]
-        assert (row["ece"], row["low"], row["high"]) == pytest.approx(t_interval(values), abs=1e-12)
+        values, draws = values_and_draws(group, "ece", n_resamples=80, which=int(row["epoch"]))
+        low, high = np.quantile(two_level_by_hand(draws), [0.025, 0.975])
+        assert (row["ece"], row["low"], row["high"]) == pytest.approx((values.mean(), low, high), abs=1e-12)
         assert row["members"] == pytest.approx(values, abs=1e-12)
+        assert row["low"] >= 0  # the t-interval over these two seeds reached below 0 at epoch 1
 
 
 def test_a_groups_smooth_curve_is_the_pointwise_mean_of_its_seeds(groups):

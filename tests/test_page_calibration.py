@@ -18,7 +18,8 @@ from peftviz.analysis import calibration as analysis
 from peftviz.config import TrainConfig
 from peftviz.figures import calibration as figures
 from peftviz.runs import Run, RunError, group_runs, list_runs, load_run
-from tests.helpers import charts
+from tests.helpers import charts, plotly_array, seed_values_and_draws, two_level_by_hand
+from tests.test_calibration import bins_by_hand, scipy_wilson
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages/2_Calibration.py")
@@ -292,6 +293,76 @@ def test_page_shows_unfinished_runs_and_skips_corrupt_ones(mixed_store):
     assert any("Left out of the comparison" in c.value and "(incomplete)" in c.value for c in at.caption)
 
 
+# ---------------------------------------------------------------- uncertainty: each bin's interval, classwise views
+
+
+def floats(values) -> np.ndarray:
+    """A plotly JSON array as floats, NaN for null."""
+    return np.array([np.nan if v is None else v for v in plotly_array(values)], dtype=float)
+
+
+def whisker_ends(trace: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Where a drawn trace's whiskers end: y - arrayminus and y + array (NaN where it has none)."""
+    y, bars = floats(trace["y"]), trace["error_y"]
+    assert bars["symmetric"] is False
+    return y - floats(bars["arrayminus"]), y + floats(bars["array"])
+
+
+def assert_wilson_per_bin(low, high, outcomes, ids, n_bins):
+    """The whiskers of bins 0 … n_bins - 1 are the Wilson intervals of their outcomes (NaN if empty)."""
+    assert len(low) == len(high) == n_bins
+    for b in range(n_bins):
+        members = outcomes[ids == b]
+        if members.size == 0:
+            assert np.isnan(low[b]) and np.isnan(high[b])
+        else:
+            assert (low[b], high[b]) == pytest.approx(scipy_wilson(members.sum(), members.size), abs=1e-12)
+
+
+@pytest.mark.parametrize(("scheme", "n_bins"), [("width", 10), ("mass", 15)])
+def test_each_drawn_accuracy_bar_has_its_bins_wilson_interval(page, scheme, n_bins):
+    if scheme != "width":  # the smoke runs' confidences all lie in one equal-width bin; equal mass spreads them
+        page.radio(key="calibration_scheme").set_value(scheme).run()
+        page.slider(key="calibration_bins").set_value(n_bins).run()
+    assert not page.exception and not page.error
+    runs = {run.name: run for run in list_runs()}
+    drawn = {
+        key.removeprefix("reliability-"): spec for key, spec in charts(page).items() if key.startswith("reliability")
+    }
+    assert len(drawn) == 6
+    for name, spec in drawn.items():
+        probs, labels = runs[name].predictions(2)  # the epoch slider starts at the last epoch
+        confidence, correct = probs.max(axis=1), probs.argmax(axis=1) == labels
+        low, high = whisker_ends(bars(spec, "accuracy")[0])
+        assert_wilson_per_bin(low, high, correct, bins_by_hand(confidence, n_bins, scheme), n_bins)
+    note = "Whiskers: 95% Wilson interval of each bin's accuracy (n_b predictions)."
+    assert sum(note in caption.value for caption in page.caption) == 6
+
+
+def test_the_classwise_view_draws_a_panel_per_class_with_each_bins_share_of_the_class(page):
+    page.radio(key="calibration_diagram").set_value("classwise (one-vs-rest)").run()
+    page.radio(key="calibration_scheme").set_value("mass").run()
+    assert not page.exception and not page.error
+    found = charts_by_kind(page)
+    assert "reliability" not in found and len(found["classwise"]) == 6
+    runs = {run.name: run for run in list_runs()}
+    for key, spec in charts(page).items():
+        if not key.startswith("classwise-"):
+            continue
+        run = runs[key.removeprefix("classwise-")]
+        probs, labels = run.predictions(2)
+        panel_titles = [annotation["text"].split("<br>")[0] for annotation in spec["layout"]["annotations"]]
+        assert panel_titles == run.label_names and len(panel_titles) == probs.shape[1] == 5
+        frequencies, counts = bars(spec, "frequency"), bars(spec, "count")
+        assert len(frequencies) == len(counts) == 5
+        for k, (line, count) in enumerate(zip(frequencies, counts)):
+            ids = bins_by_hand(probs[:, k], 10, "mass")
+            share = [np.mean(labels[ids == b] == k) for b in range(10)]
+            assert floats(line["y"]) == pytest.approx(share, abs=1e-12)
+            assert floats(count["y"]) == pytest.approx([np.sum(ids == b) for b in range(10)])
+            assert_wilson_per_bin(*whisker_ends(line), labels == k, ids, 10)
+
+
 # ---------------------------------------------------------------- groups of seeds
 
 
@@ -301,8 +372,6 @@ def group_page(app_seeds_store):
 
 
 def test_a_store_with_seeds_opens_on_groups_with_their_mean_interval_and_pairs(group_page, app_seeds_store):
-    from scipy import stats as scipy_stats
-
     at = group_page
     assert not at.exception and not at.error
     assert at.radio(key="calibration_show").value == "groups of seeds"
@@ -310,10 +379,9 @@ def test_a_store_with_seeds_opens_on_groups_with_their_mean_interval_and_pairs(g
     assert len(summary) == 6 and set(summary["seeds"]) == {"0,1"}
     groups = {g.label: g for g in group_runs(list_runs())}
     for _, row in summary.iterrows():
-        values = [calibration.ece(*run.predictions("test"), 10) for run in groups[row["unit"]].runs]
-        mean, sd = np.mean(values), np.std(values, ddof=1)
-        half = scipy_stats.t.ppf(0.975, 1) * sd / np.sqrt(2)
-        assert row["ece"] == f"{mean:.4f} [{mean - half:.4f}, {mean + half:.4f}]"
+        values, draws = seed_values_and_draws(groups[row["unit"]].runs, "ece", n_resamples=20)
+        low, high = np.quantile(two_level_by_hand(draws), [0.025, 0.975])
+        assert row["ece"] == f"{values.mean():.4f} [{low:.4f}, {high:.4f}]" and low >= 0
     pairs = table(at, "pair")
     assert len(pairs) == 15
     a, b = "prefix-tuning", "prefix-propagation"
@@ -325,20 +393,34 @@ def test_a_store_with_seeds_opens_on_groups_with_their_mean_interval_and_pairs(g
     assert row["brier"].rstrip(" *") == f"{brier[0] - brier[1]:+.4f}"
 
 
-def test_a_groups_ece_band_is_the_t_interval_over_its_seeds(group_page):
-    from scipy import stats as scipy_stats
+def test_the_probability_of_improvement_cells_are_rliables_with_their_two_level_interval(group_page):
+    from rliable.metrics import probability_of_improvement
 
+    improvement = next(frame for frame in (e.value for e in group_page.table) if frame.columns[0] == "pair" and
+                       frame["pair"].str.contains(" vs ").all())  # fmt: skip
+    assert len(improvement) == 15
+    groups = {g.label: g for g in group_runs(list_runs())}
+    for pair, cell in zip(improvement["pair"], improvement["Smooth ECE"]):
+        a, b = (seed_values_and_draws(groups[name].runs, "smooth_ece", n_resamples=20) for name in pair.split(" vs "))
+        point = probability_of_improvement(-a[0][:, None], -b[0][:, None])  # lower smooth ECE is better
+        rows = np.random.default_rng([0, 1, 0]).integers(0, 2, size=(20, 2))  # same seeds 0, 1: shared seed rows
+        draws = [probability_of_improvement(-a[1][rows[r], r][:, None], -b[1][rows[r], r][:, None]) for r in range(20)]
+        low, high = np.quantile(draws, [0.025, 0.975])
+        assert cell == f"{point:.2f} [{low:.2f}, {high:.2f}]"
+    assert any("rest on 120 test documents" in md.value for md in group_page.markdown)
+
+
+def test_a_groups_ece_band_is_the_two_level_bootstrap_over_its_seeds(group_page):
     spec = charts_by_kind(group_page)["ece"][0]
     groups = {g.label: g for g in group_runs(list_runs())}
     group = groups["prefix-propagation"]
     traces = {trace["name"]: trace for trace in spec["data"]}
     for i, epoch in enumerate([1, 2]):
-        values = [calibration.ece(*run.predictions(epoch), 10) for run in group.runs]
-        half = scipy_stats.t.ppf(0.975, 1) * np.std(values, ddof=1) / np.sqrt(2)
-        assert traces["prefix-propagation"]["y"][i] == pytest.approx(np.mean(values), abs=1e-12)
-        assert traces["prefix-propagation 95% high"]["y"][i] == pytest.approx(np.mean(values) + half, abs=1e-12)
-        low = max(np.mean(values) - half, 0)  # drawn from 0, where ECE ends
-        assert traces["prefix-propagation 95% low"]["y"][i] == pytest.approx(low, abs=1e-12)
+        values, draws = seed_values_and_draws(group.runs, "ece", which=epoch, n_resamples=20)
+        low, high = np.quantile(two_level_by_hand(draws), [0.025, 0.975])
+        assert traces["prefix-propagation"]["y"][i] == pytest.approx(values.mean(), abs=1e-12)
+        assert traces["prefix-propagation 95% high"]["y"][i] == pytest.approx(high, abs=1e-12)
+        assert traces["prefix-propagation 95% low"]["y"][i] == pytest.approx(low, abs=1e-12) and low >= 0
         for seed, run_value in zip(group.seeds, values):
             assert traces[f"prefix-propagation seed {seed}"]["y"][i] == pytest.approx(run_value, abs=1e-12)
 

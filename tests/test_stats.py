@@ -230,6 +230,16 @@ def test_holm_by_hand_and_nan_passthrough():
     assert holm([]).shape == (0,) and np.isnan(holm([np.nan])).all()
 
 
+def test_holm_equals_statsmodels_on_random_families_with_ties():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 7, 55):
+        for _ in range(20):
+            p = np.round(rng.random(size) ** 3, 3)  # rounded: ties, and values near 0
+            np.testing.assert_allclose(holm(p), multipletests(p, method="holm")[1], atol=1e-15)
+
+
 # ---------------------------------------------------------------- errors
 
 

@@ -90,6 +90,10 @@ NPZ_DAMAGE = {
     "wrong-shape": lambda: npz_bytes(probs=np.zeros((12, 5), np.float32), labels=np.zeros(12, np.int64)),
     "strings": lambda: npz_bytes(probs=np.array([["a"] * 3] * 12), labels=np.zeros(12, np.int64)),
     "nan-probs": lambda: npz_bytes(probs=np.full((12, 3), np.nan, np.float32), labels=np.zeros(12, np.int64)),
+    "out-of-range-probs": lambda: npz_bytes(  # finite, rows summing to 1, but not probabilities
+        probs=np.tile(np.array([1.2, -0.3, 0.1], np.float32), (12, 1)), labels=np.zeros(12, np.int64)
+    ),
+    "unnormalised-probs": lambda: npz_bytes(probs=np.full((12, 3), 0.5, np.float32), labels=np.zeros(12, np.int64)),
     "bad-labels": lambda: npz_bytes(probs=np.full((12, 3), 1 / 3, np.float32), labels=np.full(12, 7)),
     "no-labels": lambda: npz_bytes(probs=np.full((12, 3), 1 / 3, np.float32)),
 }
@@ -226,18 +230,31 @@ def test_the_good_template_reads_whole(template):
         ("lying-header", "probs's header says shape (1000000000000, 3) of float32, which the stored bytes do not hold"),
         ("plain-npy", "the file is not an npz archive (File is not a zip file)"),
         ("strings", "probs must be (examples, 3) floats, not (12, 3) <U1"),
-        ("nan-probs", None),
     ],
 )
 def test_npz_damage_is_named(template, tmp_path, damage_name, error):
     folder = shutil.copytree(template, tmp_path / "run")
     (folder / "predictions" / "epoch_1.npz").write_bytes(NPZ_DAMAGE[damage_name]())
     run = load_run(folder)
-    if error is None:  # values are checked when read, not when listed
-        with pytest.raises(PeftvizError, match=r"predictions/epoch_1.npz: probs must be probabilities in \[0, 1\]"):
-            run.predictions(1)
-    else:
-        assert (run.status, run.error) == ("corrupt", f"predictions/epoch_1.npz: {error}")
+    assert (run.status, run.error) == ("corrupt", f"predictions/epoch_1.npz: {error}")
+
+
+@pytest.mark.parametrize(
+    ("damage_name", "error"),
+    [
+        ("nan-probs", r"probs must be probabilities in \[0, 1\]"),
+        ("out-of-range-probs", r"probs must be probabilities in \[0, 1\]"),
+        ("unnormalised-probs", r"each row of probs must sum to 1; 12 of 12 rows do not \(row 0 sums to 1\.5\)"),
+    ],
+)
+def test_npz_values_are_checked_when_read_and_named(template, tmp_path, damage_name, error):
+    folder = shutil.copytree(template, tmp_path / "run")
+    (folder / "predictions" / "epoch_1.npz").write_bytes(NPZ_DAMAGE[damage_name]())
+    run = load_run(folder)
+    assert run.status == "complete"  # values are checked when read, not when listed
+    with pytest.raises(PeftvizError, match=rf"^run {run.name}: predictions/epoch_1.npz: {error}"):
+        run.predictions(1)
+    assert run.predictions(2)[0].shape == (12, 3)  # the other epochs still read
 
 
 def test_params_of_another_epoch_hide_the_uncommitted_epoch_or_are_corrupt(template, tmp_path):

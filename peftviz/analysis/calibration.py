@@ -5,7 +5,11 @@ the numbers, so the page shows exactly what the metrics in the run store mean. R
 pandas DataFrames of plain numbers (cheap to cache, easy to test and to export).
 
 A per-bin table has one row per bin, empty bins included (count 0, NaN means), with the columns
-`BIN_COLUMNS`; a diagram's CSV download is its table.
+`BIN_COLUMNS`: per bin b, its edges, n_b predictions, k_b of them right (`hits`), the mean
+confidence, the accuracy k_b / n_b and that accuracy's 95% Wilson interval (`accuracy_low`,
+`accuracy_high`; `wilson_interval`), and the gap. A classwise (one-vs-rest) table stacks one per-bin
+table per class k, p_k binned against the outcome 1[y = k], with a `class` column
+(`CLASSWISE_COLUMNS`). A diagram's CSV download is its table.
 
 Epochs: an `int` asks for that epoch's validation predictions; a run that finished fewer epochs
 uses its last one (so runs of different lengths can share one epoch slider). A `str` names
@@ -25,7 +29,9 @@ from peftviz.errors import ConfigError
 from peftviz.estimators import SmoothDiagram
 from peftviz.runs import Group, Run, RunError
 
-BIN_COLUMNS = ("run", "epoch", "scheme", "bin", "lower", "upper", "count", "confidence", "accuracy", "gap")
+BIN_COLUMNS = ("run", "epoch", "scheme", "bin", "lower", "upper", "count", "hits", "confidence", "accuracy",
+               "accuracy_low", "accuracy_high", "gap")  # fmt: skip
+CLASSWISE_COLUMNS = (*BIN_COLUMNS[:3], "class", *BIN_COLUMNS[3:])  # one-vs-rest: a per-bin table per class
 SCHEME_NAMES = {"width": "equal-width", "mass": "equal-mass"}
 
 Which = int | str  # an epoch number or the name of a stored evaluation ("test", "averaged", ...)
@@ -80,22 +86,76 @@ def has_predictions(run: Run, which: Which) -> bool:
 # ---------------------------------------------------------------- per-bin tables
 
 
-def reliability_table(run: Run, which: Which, n_bins: int = 10, scheme: str = "width", name: str = "") -> pd.DataFrame:
+def reliability_table(run: Run, which: Which, n_bins: int = 10, scheme: str = "width", name: str = "",
+                      level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
     """The per-bin table of `run`'s reliability diagram at `which` (see `resolve`), columns BIN_COLUMNS."""
     shown = resolve(run, which)
     probs, labels = run.predictions(shown)
-    return bins_frame(probs, labels, n_bins, scheme, name or run.label, shown)
+    return bins_frame(probs, labels, n_bins, scheme, name or run.label, shown, level)
 
 
-def bins_frame(probs, labels, n_bins: int, scheme: str, name: str, which: Which) -> pd.DataFrame:
-    """calibration.reliability_bins as a DataFrame, tagged with the run, evaluation and scheme."""
-    bins = calibration.reliability_bins(probs, labels, n_bins, scheme)
+def bins_frame(probs, labels, n_bins: int, scheme: str, name: str, which: Which,
+               level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
+    """calibration.reliability_bins as a DataFrame with each bin's Wilson interval (`wilson_interval`),
+    tagged with the run, evaluation and scheme."""
+    return _tagged(_bins_table(calibration.reliability_bins(probs, labels, n_bins, scheme), level), name, which, scheme)
+
+
+def classwise_table(run: Run, which: Which, n_bins: int = 10, scheme: str = "width", name: str = "",
+                    level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
+    """The one-vs-rest per-bin tables of `run` at `which` (see `resolve`), one per class, stacked:
+    columns CLASSWISE_COLUMNS; `class` is the run's name for the class, or "class k"."""
+    shown = resolve(run, which)
+    probs, labels = run.predictions(shown)
+    return classwise_frame(probs, labels, n_bins, scheme, name or run.label, shown, run.label_names, level)
+
+
+def classwise_frame(probs, labels, n_bins: int, scheme: str, name: str, which: Which,
+                    names: list[str] | None = None, level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
+    """Per class k, p_k binned against the outcome 1[y = k] (calibration.one_vs_rest_bins), each bin
+    with its Wilson interval: class k's tables one under the other, labelled names[k] (or "class k"
+    when `names` does not name every class)."""
+    per_class = calibration.one_vs_rest_bins(probs, labels, n_bins, scheme)
+    names = names if names and len(names) == len(per_class) else [f"class {k}" for k in range(len(per_class))]
+    frames = [_bins_table(bins, level).assign(**{"class": label}) for bins, label in zip(per_class, names)]
+    return _tagged(pd.concat(frames, ignore_index=True), name, which, scheme)
+
+
+def _bins_table(bins: dict[str, np.ndarray], level: float) -> pd.DataFrame:
+    """A per-bin dict of `peftviz.calibration` as a DataFrame: its bins numbered, with each bin's
+    accuracy interval (accuracy_low, accuracy_high)."""
     table = pd.DataFrame(bins)
     table.insert(0, "bin", np.arange(len(table)))
-    table.insert(0, "scheme", scheme)
-    table.insert(0, "epoch", which)
-    table.insert(0, "run", name)
-    return table[list(BIN_COLUMNS)]
+    table["accuracy_low"], table["accuracy_high"] = wilson_interval(table["hits"], table["count"], level)
+    return table
+
+
+def _tagged(table: pd.DataFrame, name: str, which: Which, scheme: str) -> pd.DataFrame:
+    """`table` with the run, evaluation and scheme in front: columns BIN_COLUMNS, or CLASSWISE_COLUMNS
+    for a table with a class column."""
+    table = table.assign(run=name, epoch=which, scheme=scheme)
+    return table[[column for column in CLASSWISE_COLUMNS if column in table]]
+
+
+def wilson_interval(hits, counts, level: float = stats.LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson score interval of each proportion p̂ = k / n (k = hits, n = counts); NaN where n = 0.
+
+    With z the (1 + level) / 2 quantile of the standard normal (1.96 at 95%), the bounds are
+
+        (p̂ + z²/2n ± z √(p̂(1 − p̂)/n + z²/4n²)) / (1 + z²/n)
+
+    (Wilson 1927): inside [0, 1], and not of width 0 at p̂ = 0 or 1 as the normal interval is. Computed
+    by statsmodels' `proportion_confint(k, n, alpha=1 - level, method="wilson")`.
+    """
+    from statsmodels.stats.proportion import proportion_confint  # local: keeps this module's import light
+
+    stats.check_level(level)
+    hits, counts = np.asarray(hits, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    low, high = np.full(counts.shape, np.nan), np.full(counts.shape, np.nan)
+    filled = counts > 0
+    if filled.any():
+        low[filled], high[filled] = proportion_confint(hits[filled], counts[filled], alpha=1 - level, method="wilson")
+    return low, high
 
 
 def table_ece(table: pd.DataFrame) -> float:
@@ -223,16 +283,22 @@ def recalibration_wide(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def group_ece_over_epochs(group: Group, n_bins: int = 10, scheme: str = "width", name: str = "",
-                          level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
-    """One row per epoch that every seed finished: the mean ECE over seeds and its t-interval
-    (columns as `ece_over_epochs`, plus `n`, `members` (each seed's ECE) and `seeds`, in seed order)."""
+                          n_resamples: int = 200, level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
+    """One row per epoch that every seed finished: the mean ECE over seeds and its two-level bootstrap
+    interval over seeds and validation examples (`stats.two_level_interval`; columns as
+    `ece_over_epochs`, plus `n`, `members` (each seed's ECE) and `seeds`, in seed order)."""
     common = sorted(set.intersection(*(set(finished_epochs(run)) for run in group.runs)))
+    metric = "ece" if scheme == "width" else "ece_mass"
     rows = []
     for epoch in common:
-        values = [calibration.ece(*run.predictions(epoch), n_bins, scheme) for run in group.runs]
-        mean, low, high = stats.t_interval(values, level)
+        found = [estimators.estimate_all(*run.predictions(epoch), n_bins, scheme, n_resamples, level, 0, [metric])[metric]
+                 for run in group.runs]  # fmt: skip
+        unit = stats.SeedDraws(
+            tuple(group.seeds), np.array([e.value for e in found]), np.stack([e.samples for e in found])
+        )
+        mean, low, high = stats.two_level_interval(unit, level)
         rows.append({"run": name or group.label, "epoch": epoch, "ece": mean, "low": low, "high": high,
-                     "n": len(values), "members": values, "seeds": group.seeds})  # fmt: skip
+                     "n": len(found), "members": unit.values.tolist(), "seeds": group.seeds})  # fmt: skip
     return pd.DataFrame(rows, columns=["run", "epoch", "ece", "low", "high", "n", "members", "seeds"])
 
 

@@ -7,18 +7,22 @@ named on its own is a group of one. Every unit is judged on the same predictions
   epoch was chosen on validation, so validation numbers at that epoch are optimistic; test is not.
 * ``which=<epoch>``: that epoch's validation predictions (a run with fewer epochs uses its last).
 
-Per unit and metric (`summary_table`):
+Every run's estimates come from `analysis.estimates` (computed once, cached in the run folder):
+its point value and its draws on the comparison's resampled example rows, the same rows for every
+run (one split, one resampling seed).
 
-* one run: its value and the percentile-bootstrap interval over resampled examples;
-* several seeds: the mean over seeds and the Student-t interval of that mean. The seeds share one
-  split (`data_seed`), so this interval holds the training randomness, not the examples'.
+Per unit and metric (`summary_table`): the mean over its seeds and, by default
+(``group_interval="bootstrap"``), the two-level bootstrap interval over seeds and test examples
+(`stats.two_level_interval`); for one run that is the percentile bootstrap over the examples.
+``group_interval="t"`` gives the Student-t interval over seeds instead, which leaves out the test
+set's noise (the seeds share it) and can leave the metric's range; it stays for comparison.
 
-Per pair of units and metric (`pairwise_table`):
-
-* two single runs on the same examples: the paired bootstrap of the difference, with the same
-  resampled examples for both runs (`stats.paired_bootstrap_from_samples`);
-* two groups: the difference of the means over seeds, paired by seed (paired t) when the seeds
-  match and Welch's t otherwise (`stats.group_difference`).
+Per pair of units and metric (`pairwise_table`): the difference A − B of the means, its interval
+and p-value from the same draws (`stats.two_level_difference`: seeds paired where both units have
+the same seeds, the examples always; two single runs: the paired bootstrap over examples), and for
+two groups of at least two seeds the probability of improvement P(A better than B) with its
+interval (`stats.improvement`). With ``group_interval="t"`` groups use the t-tests of
+`stats.group_difference`.
 
 Holm's step-down correction runs over all pairs of units, separately for each metric: each metric
 is its own question ("is A better calibrated than B by smooth ECE?"), asked of every pair.
@@ -28,12 +32,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from peftviz import estimators, stats
 from peftviz.analysis.calibration import resolve
+from peftviz.analysis.estimates import cached_estimates
 from peftviz.errors import ConfigError
 from peftviz.runs import Group, Run, RunError, group_runs
 from peftviz.tables import format_table
@@ -41,7 +47,9 @@ from peftviz.tables import format_table
 # the Calibration page's choice of resamples: 200 gives a readable band in seconds; 1000 is the report's precision
 RESAMPLE_CHOICES = (200, 1000)
 SUMMARY_COLUMNS = ("unit", "method", "n", "seeds", "metric", "mean", "low", "high", "interval")
-PAIR_COLUMNS = ("a", "b", "metric", "difference", "low", "high", "p", "p_holm", "significant", "test", "n")
+PAIR_COLUMNS = ("a", "b", "metric", "difference", "low", "high", "p", "p_holm", "significant", "test", "n",
+                "p_better", "p_better_low", "p_better_high")  # fmt: skip
+GROUP_INTERVALS = {"bootstrap": "two-level bootstrap over seeds and examples", "t": "t-interval over seeds"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,13 @@ class Settings:
     n_resamples: int = 1000
     seed: int = 0
     level: float = stats.LEVEL
+    group_interval: Literal["bootstrap", "t"] = "bootstrap"  # how groups of seeds get their intervals
+
+    def __post_init__(self):
+        if self.group_interval not in GROUP_INTERVALS:
+            raise ConfigError(
+                f"group_interval must be one of {', '.join(GROUP_INTERVALS)}, not {self.group_interval!r}"
+            )
 
 
 def check_metrics(metrics) -> tuple[str, ...]:
@@ -70,11 +85,8 @@ def predictions(run: Run, which: int | str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_estimates(run: Run, settings: Settings, metrics) -> dict[str, estimators.Estimate]:
-    """Every metric of one run with its bootstrap interval (and draws, for paired comparisons)."""
-    probs, labels = predictions(run, settings.which)
-    return estimators.estimate_all(
-        probs, labels, settings.n_bins, settings.scheme, settings.n_resamples, settings.level, settings.seed, metrics
-    )
+    """Each metric (None: all) of one run with its bootstrap interval and draws (cached in the run folder)."""
+    return cached_estimates(run, resolve(run, settings.which), settings, list(metrics or estimators.ESTIMATORS))
 
 
 def unique_names(groups: list[Group]) -> dict[str, str]:
@@ -86,27 +98,33 @@ def unique_names(groups: list[Group]) -> dict[str, str]:
 # ---------------------------------------------------------------- one row per unit and metric
 
 
-def _summary_row(name: str, group: Group, metric: str, estimates: list[dict], level: float) -> dict:
-    values = np.array([estimate[metric].value for estimate in estimates])
-    row = {"unit": name, "method": group.label, "n": len(values), "seeds": ",".join(map(str, group.seeds))}
-    if len(values) == 1:
-        only = estimates[0][metric]
-        return row | {"metric": metric, "mean": only.value, "low": only.low, "high": only.high,
-                      "interval": "bootstrap over examples"}  # fmt: skip
-    mean, low, high = stats.t_interval(values, level)
-    return row | {"metric": metric, "mean": mean, "low": low, "high": high, "interval": "t over seeds"}
+def seed_draws(group: Group, metric: str, estimates: dict[str, dict]) -> stats.SeedDraws:
+    """One metric of a unit: its seeds, their point values (S,) and their draws (S, R)."""
+    found = [estimates[run.name][metric] for run in group.runs]
+    return stats.SeedDraws(tuple(run.seed for run in group.runs), np.array([e.value for e in found]),
+                           np.stack([e.samples for e in found]))  # fmt: skip
 
 
-def summary_table(groups: list[Group], estimates: dict[str, dict], metrics, level: float = stats.LEVEL) -> pd.DataFrame:
+def _summary_row(name: str, group: Group, metric: str, estimates: dict[str, dict], settings: Settings) -> dict:
+    unit = seed_draws(group, metric, estimates)
+    row = {"unit": name, "method": group.label, "n": len(unit.seeds), "seeds": ",".join(map(str, group.seeds))}
+    if len(unit.seeds) == 1:
+        interval, how = stats.two_level_interval(unit, settings.level, settings.seed), "bootstrap over examples"
+    elif settings.group_interval == "t":
+        interval, how = stats.t_interval(unit.values, settings.level), "t over seeds"
+    else:
+        interval, how = stats.two_level_interval(unit, settings.level, settings.seed), "bootstrap over seeds × examples"
+    return row | {"metric": metric, "mean": interval[0], "low": interval[1], "high": interval[2], "interval": how}
+
+
+def summary_table(groups: list[Group], estimates: dict[str, dict], metrics, settings: Settings) -> pd.DataFrame:
     """Long table, columns SUMMARY_COLUMNS: per unit and metric its mean and interval.
 
     `estimates` maps run name -> `run_estimates` of that run.
     """
     names = unique_names(groups)
     rows = [
-        _summary_row(names[group.key], group, metric, [estimates[run.name] for run in group.runs], level)
-        for group in groups
-        for metric in metrics
+        _summary_row(names[group.key], group, metric, estimates, settings) for group in groups for metric in metrics
     ]
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
@@ -114,40 +132,48 @@ def summary_table(groups: list[Group], estimates: dict[str, dict], metrics, leve
 # ---------------------------------------------------------------- one row per pair of units and metric
 
 
-def _check_same_examples(a: Run, b: Run, settings: Settings) -> int:
-    """The number of examples two runs were judged on; RunError unless they are the same examples."""
-    labels_a, labels_b = predictions(a, settings.which)[1], predictions(b, settings.which)[1]
-    if labels_a.shape != labels_b.shape or not np.all(labels_a == labels_b):
-        raise RunError(f"runs {a.name} and {b.name} were not evaluated on the same examples")
-    return len(labels_a)
+def _check_same_examples(groups: list[Group], settings: Settings) -> int:
+    """The number of examples every run was judged on; RunError unless all judged the same examples
+    (their draws are then on the same resampled rows, which pairing and the groups' bootstrap need)."""
+    runs = [run for group in groups for run in group.runs]
+    first = predictions(runs[0], settings.which)[1]
+    for run in runs[1:]:
+        labels = predictions(run, settings.which)[1]
+        if labels.shape != first.shape or not np.all(labels == first):
+            raise RunError(f"runs {runs[0].name} and {run.name} were not evaluated on the same examples")
+    return len(first)
 
 
-def _differences(a: Group, b: Group, metrics, estimates: dict[str, dict], settings: Settings) -> list[stats.Difference]:
-    """A − B for each metric: paired bootstrap for two single runs, t-tests over seeds for groups."""
-    if len(a.runs) == 1 and len(b.runs) == 1:
-        run_a, run_b = a.runs[0], b.runs[0]
-        n_examples = _check_same_examples(run_a, run_b, settings)
-        pairs = [(estimates[run_a.name][metric], estimates[run_b.name][metric]) for metric in metrics]
-        return [stats.paired_bootstrap_from_samples(ea.value, eb.value, ea.samples, eb.samples, settings.level,
-                                                    n_examples) for ea, eb in pairs]  # fmt: skip
-    return [
-        stats.group_difference([estimates[run.name][metric].value for run in a.runs],
-                               [estimates[run.name][metric].value for run in b.runs], a.seeds, b.seeds, settings.level)
-        for metric in metrics
-    ]  # fmt: skip
+def _pair_row(a: stats.SeedDraws, b: stats.SeedDraws, metric: str, settings: Settings, n_examples: int) -> dict:
+    """A − B with its interval and p-value, and P(A better than B) where both have two seeds or more."""
+    if settings.group_interval == "t" and max(len(a.seeds), len(b.seeds)) > 1:
+        diff = stats.group_difference(a.values, b.values, a.seeds, b.seeds, settings.level)
+    else:
+        diff = stats.two_level_difference(a, b, settings.level, settings.seed, n_examples)
+    row = {"difference": diff.estimate, "low": diff.low, "high": diff.high, "p": diff.p_value, "test": diff.method,
+           "n": diff.n, "p_better": np.nan, "p_better_low": np.nan, "p_better_high": np.nan}  # fmt: skip
+    lower_is_better = estimators.ESTIMATORS[metric].lower_is_better
+    if min(len(a.seeds), len(b.seeds)) >= 2 and lower_is_better is not None:
+        better = stats.improvement(a, b, lower_is_better, settings.level, settings.seed)
+        row |= dict(zip(("p_better", "p_better_low", "p_better_high"), better))
+    return row
 
 
-def pairwise_table(groups: list[Group], estimates: dict[str, dict], metrics, settings: Settings) -> pd.DataFrame:
-    """Long table, columns PAIR_COLUMNS: A − B per pair and metric, Holm-adjusted within each metric."""
+def pairwise_table(
+    groups: list[Group], estimates: dict[str, dict], metrics, settings: Settings, n_examples: int = 0
+) -> pd.DataFrame:
+    """Long table, columns PAIR_COLUMNS: A − B per pair and metric, Holm-adjusted within each metric.
+    `n_examples`: what the tests' rows report as n (`_check_same_examples`)."""
     names = unique_names(groups)
-    rows = []
-    for a, b in combinations(groups, 2):
-        for metric, diff in zip(metrics, _differences(a, b, metrics, estimates, settings)):
-            rows.append({"a": names[a.key], "b": names[b.key], "metric": metric, "difference": diff.estimate,
-                         "low": diff.low, "high": diff.high, "p": diff.p_value, "test": diff.method, "n": diff.n})  # fmt: skip
+    rows = [
+        {"a": names[a.key], "b": names[b.key], "metric": metric}
+        | _pair_row(seed_draws(a, metric, estimates), seed_draws(b, metric, estimates), metric, settings, n_examples)
+        for a, b in combinations(groups, 2)
+        for metric in metrics
+    ]
     table = pd.DataFrame(rows, columns=[c for c in PAIR_COLUMNS if c not in ("p_holm", "significant")])
     table["p_holm"] = np.nan
-    for metric, rows_of_metric in table.groupby("metric").groups.items():
+    for rows_of_metric in table.groupby("metric").groups.values():
         table.loc[rows_of_metric, "p_holm"] = stats.holm(table.loc[rows_of_metric, "p"].to_numpy())
     table["significant"] = table["p_holm"] < 1.0 - settings.level
     return table[list(PAIR_COLUMNS)]
@@ -164,6 +190,7 @@ class Comparison:
     metrics: tuple[str, ...]
     summary: pd.DataFrame  # SUMMARY_COLUMNS
     pairs: pd.DataFrame  # PAIR_COLUMNS
+    n_examples: int  # the test (or validation) examples every run was judged on
 
 
 def compare_groups(groups: list[Group], settings: Settings, metrics=None, progress=None) -> Comparison:
@@ -183,8 +210,10 @@ def compare_groups(groups: list[Group], settings: Settings, metrics=None, progre
 def compare_estimates(groups: list[Group], estimates: dict[str, dict], settings: Settings, metrics) -> Comparison:
     """The comparison of groups whose runs' `run_estimates` are at hand (run name -> estimates)."""
     metrics = check_metrics(metrics)
-    summary = summary_table(groups, estimates, metrics, settings.level)
-    return Comparison(settings, metrics, summary, pairwise_table(groups, estimates, metrics, settings))
+    n_examples = _check_same_examples(groups, settings)
+    summary = summary_table(groups, estimates, metrics, settings)
+    pairs = pairwise_table(groups, estimates, metrics, settings, n_examples)
+    return Comparison(settings, metrics, summary, pairs, n_examples)
 
 
 # ---------------------------------------------------------------- tables for people
@@ -217,31 +246,77 @@ def wide_pairs(comparison: Comparison) -> pd.DataFrame:
     return wide[list(comparison.metrics)].reset_index()
 
 
-def markdown(comparison: Comparison) -> str:
-    """The comparison as two markdown tables and a sentence on how they were made."""
+def wide_improvement(comparison: Comparison) -> pd.DataFrame:
+    """Pair × metric, each cell P(A better than B) [low, high]; empty where a unit has one seed."""
+    pairs = comparison.pairs
+    cells = [
+        "" if np.isnan(p) else f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
+        for p, lo, hi in zip(pairs["p_better"], pairs["p_better_low"], pairs["p_better_high"])
+    ]
+    table = pairs.assign(pair=pairs["a"] + " vs " + pairs["b"], cell=cells)
+    wide = table.pivot(index="pair", columns="metric", values="cell").reindex(table["pair"].unique())
+    return wide[list(comparison.metrics)].reset_index()
+
+
+def method_sentence(comparison: Comparison) -> str:
+    """How the numbers were made, in one paragraph."""
     s = comparison.settings
     where = "test split (best validation epoch)" if s.which == "test" else f"validation, epoch {s.which}"
-    how = (
-        f"Predictions: {where}. Intervals: {s.level:.0%}; one run: percentile bootstrap over {s.n_resamples} "
-        f"resamples of the examples (seed {s.seed}); several seeds: t-interval of the mean over seeds. "
+    groups = ("two-level bootstrap: seeds and test examples resampled together"
+              if s.group_interval == "bootstrap" else "t-interval over seeds (test-set noise left out)")  # fmt: skip
+    return (
+        f"Predictions: {where}. Intervals: {s.level:.0%}, from {s.n_resamples} resamples (seed {s.seed}); "
+        f"one run: percentile bootstrap over the examples; several seeds: {groups}. "
         f"Binned estimators: {s.n_bins} equal-{'width' if s.scheme == 'width' else 'mass'} bins."
     )
-    lines = [
-        how,
-        "",
-        format_table(wide_summary(comparison).to_dict("records")),
-    ]
+
+
+def _verdict(row) -> str:
+    """One significant difference as a sentence: which unit is higher, by how much, how sure."""
+    heading = estimators.ESTIMATORS[row.metric].heading
+    sign = 1.0 if row.difference > 0 else -1.0
+    larger, smaller = (row.a, row.b) if sign > 0 else (row.b, row.a)
+    low, high = sorted([sign * row.low, sign * row.high])  # the interval of larger − smaller
+    sentence = (f"{heading}: {larger} is higher than {smaller} by {abs(row.difference):.4f} "
+                f"[{low:.4f}, {high:.4f}]; Holm p = {row.p_holm:.3g}")  # fmt: skip
+    if not np.isnan(row.p_better):
+        sentence += f"; P({row.a} better) = {row.p_better:.2f} [{row.p_better_low:.2f}, {row.p_better_high:.2f}]"
+    return sentence + "."
+
+
+def plain_words(comparison: Comparison) -> list[str]:
+    """Which differences are real, as sentences: what they rest on, each significant difference after
+    Holm, and the metrics with none."""
+    seeds = comparison.summary.drop_duplicates("unit").set_index("unit")["n"]
+    rest_on = ", ".join(f"{unit} {n} seed{'s' if n > 1 else ''}" for unit, n in seeds.items())
+    lines = [f"These rest on {comparison.n_examples} test documents shared by every run, and on {rest_on}."]
+    pairs = comparison.pairs
+    for metric in comparison.metrics:
+        real = pairs[(pairs["metric"] == metric) & pairs["significant"]]
+        heading = estimators.ESTIMATORS[metric].heading
+        if real.empty:
+            lines.append(f"{heading}: no difference is larger than chance ({(pairs['metric'] == metric).sum()} pairs).")
+        lines += [_verdict(row) for row in real.itertuples()]
+    return lines
+
+
+def markdown(comparison: Comparison) -> str:
+    """The comparison as two markdown tables, a sentence on how they were made, and in plain words."""
+    lines = [method_sentence(comparison), "", format_table(wide_summary(comparison).to_dict("records"))]
     if not comparison.pairs.empty:
         legend = (
-            "Differences A − B; * = significant at 5% after Holm's correction over the pairs, per metric "
-            "(paired bootstrap for single runs on the same examples; paired-by-seed t or Welch t for groups)."
+            "Differences A − B; * = significant at 5% after Holm's correction over the pairs, per metric; "
+            "P(A better) = the chance a run of A beats a run of B (groups of two seeds or more)."
         )
-        lines += [
-            "",
-            legend,
-            "",
-            format_table(wide_pairs(comparison).to_dict("records")),
-        ]
+        lines += ["", legend, "", format_table(wide_pairs(comparison).to_dict("records"))]
+        if comparison.pairs["p_better"].notna().any():
+            lines += [
+                "",
+                "P(A better than B) [interval]:",
+                "",
+                format_table(wide_improvement(comparison).to_dict("records")),
+            ]
+        lines += ["", "In plain words:", "", *[f"- {line}" for line in plain_words(comparison)]]
     return "\n".join(lines)
 
 

@@ -1,0 +1,102 @@
+"""Each run's estimates, computed once: point values and bootstrap draws, cached in the run folder.
+
+    analysis/estimates/<key>.npz    key (U64): sha256 of what the draws depend on, below
+                                    value__<metric> () float64: the estimator on all examples
+                                    draws__<metric> (R,) float64: on each resampled example row
+
+The draws of a metric depend on the predictions and on the evaluation, bins, scheme, number of
+resamples and resampling seed; the key hashes exactly these (the predictions by their bytes), so
+a file is never read for other settings or for predictions rewritten since. `level` is not in the
+key: an interval is read off the draws at any level. A file holds the metrics computed so far;
+asking for others computes only those and writes the file again with all of them (atomic rename).
+So a page, a report and the next process share the work. A file that fails its check (not an npz,
+another key, wrong shapes or types) is ignored and computed again; a folder that cannot be written
+(a read-only store) only costs the recomputation. Schema: `schema.read_estimates`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from peftviz import estimators, schema
+from peftviz.errors import RunError
+from peftviz.files import atomic_write
+from peftviz.runs import Run
+from peftviz.stats import percentile_interval, resample_indices
+
+ESTIMATES_DIR = Path("analysis") / "estimates"  # inside the run folder
+FORMAT = 1
+
+
+def evaluation_name(which: int | str) -> str:
+    """The predictions file a `which` names: "test", or "epoch_<n>" for a validation epoch."""
+    return f"epoch_{int(which)}" if isinstance(which, int) else schema.check_evaluation_name(which)
+
+
+def estimates_key(probs: np.ndarray, labels: np.ndarray, evaluation: str, settings) -> str:
+    """sha256 over the predictions' bytes and the settings the draws depend on (not the level)."""
+    made_with = {"format": FORMAT, "evaluation": evaluation, "n_bins": settings.n_bins, "scheme": settings.scheme,
+                 "n_resamples": settings.n_resamples, "seed": settings.seed}  # fmt: skip
+    digest = hashlib.sha256(json.dumps(made_with, sort_keys=True).encode())
+    for array in (probs, labels):
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def _read(path: Path, key: str, n_resamples: int) -> dict[str, tuple[float, np.ndarray]]:
+    """The stored metrics of `key`; {} when there is no file or it fails its check."""
+    if not os.path.lexists(path):
+        return {}
+    try:
+        return schema.read_estimates(path, key, n_resamples)
+    except RunError:
+        return {}
+
+
+def _write(path: Path, key: str, found: dict[str, tuple[float, np.ndarray]]) -> None:
+    arrays = {"key": np.array(key)}
+    for metric, (value, draws) in found.items():
+        arrays[f"value__{metric}"], arrays[f"draws__{metric}"] = np.float64(value), draws.astype(np.float64)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a path
+            np.savez(f, **arrays)
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, write)
+    except OSError:
+        pass  # a store this process cannot write: the estimates are computed again next time
+
+
+def _compute(probs, labels, settings, metrics: list[str]) -> dict[str, tuple[float, np.ndarray]]:
+    values = estimators.point_estimates(probs, labels, settings.n_bins, settings.scheme, metrics)
+    rows = resample_indices(labels.shape[0], settings.n_resamples, settings.seed)  # the same rows for every run
+    draws = estimators.bootstrap_samples(probs, labels, rows, settings.n_bins, settings.scheme, metrics)
+    return {metric: (values[metric], draws[metric]) for metric in metrics}
+
+
+def cached_estimates(run: Run, which: int | str, settings, metrics) -> dict[str, estimators.Estimate]:
+    """Every metric of `run`'s predictions at `which` with its interval at `settings.level` and its
+    draws (for paired comparisons and groups), read from the run folder where already computed."""
+    evaluation = evaluation_name(which)
+    probs, labels = run.predictions(which)
+    key = estimates_key(probs, labels, evaluation, settings)
+    path = run.path / ESTIMATES_DIR / f"{key[:32]}.npz"
+    found = _read(path, key, settings.n_resamples)
+    missing = [metric for metric in metrics if metric not in found]
+    if missing:
+        found |= _compute(probs, labels, settings, missing)
+        _write(path, key, found)
+    return {metric: _estimate(*found[metric], settings) for metric in metrics}
+
+
+def _estimate(value: float, draws: np.ndarray, settings) -> estimators.Estimate:
+    low, high = percentile_interval(draws, settings.level)
+    return estimators.Estimate(value, low, high, settings.level, settings.n_resamples, draws)
