@@ -101,29 +101,32 @@ st.subheader("Reliability diagrams")
 CLASSWISE = "classwise (one-vs-rest)"
 
 
+def bins_table(compute, run):
+    """compute(run, epoch, n_bins, scheme, name): a per-bin table; None, the error shown, if unreadable."""
+    try:
+        return appkit.per_run(compute, run, epoch, n_bins, scheme, names[run.name])
+    except appkit.PeftvizError as err:
+        appkit.show_error(err)
+        return None
+
+
 def top_label_diagrams(runs):
     """Each run's top-label diagram with its bins' Wilson intervals, in rows of three."""
     cells = [cell for _ in range(0, len(runs), 3) for cell in st.columns(3)]
     for run, cell in zip(runs, cells):
         with cell:
-            try:
-                table = appkit.per_run(analysis.reliability_table, run, epoch, n_bins, scheme, names[run.name])
-            except appkit.PeftvizError as err:
-                appkit.show_error(err)
-                continue
-            appkit.chart(figures.reliability_figure(table), f"reliability-{run.name}", data=table)
-            st.caption(f"{figures.caption(table)}. {figures.interval_note()}")
+            table = bins_table(analysis.reliability_table, run)
+            if table is not None:
+                appkit.chart(figures.reliability_figure(table), f"reliability-{run.name}", data=table)
+                st.caption(f"{figures.caption(table)}. {figures.interval_note()}")
 
 
 def classwise_diagrams(runs):
     """Each run's one-vs-rest diagrams, a panel per class, the page's width each; CSV: the long table."""
     for run in runs:
-        try:
-            table = appkit.per_run(analysis.classwise_table, run, epoch, n_bins, scheme, names[run.name])
-        except appkit.PeftvizError as err:
-            appkit.show_error(err)
-            continue
-        appkit.chart(figures.classwise_figure(table), f"classwise-{run.name}", data=table)
+        table = bins_table(analysis.classwise_table, run)
+        if table is not None:
+            appkit.chart(figures.classwise_figure(table), f"classwise-{run.name}", data=table)
     st.caption("For each class k, every prediction's probability of k (p_k), binned as chosen above, against "
                "whether the example is of class k (Kull et al. 2019). The classwise ECE is the mean of the classes' "
                "ECEs. Whiskers: 95% Wilson interval of the fraction of class k in each bin (n_b predictions).")  # fmt: skip

@@ -142,18 +142,19 @@ def smoothing_operator(confidence: np.ndarray, sigma: float, mesh: np.ndarray) -
 
 
 def smooth_ece_at(confidence: np.ndarray, residual: np.ndarray, counts: np.ndarray, sigma: float) -> np.ndarray:
-    """(G,) relplot.metrics.smooth_ece(c[row], h[row], sigma) of every row of counts (G, N), one sigma.
+    """(G,) relplot.metrics.smooth_ece(c[row], h[row], sigma) of every row of counts (G, N), one sigma."""
+    return smooth_ece_at_each(confidence, residual, counts, np.full(counts.shape[0], float(sigma)))
+
+
+def smooth_ece_on_grid(grid_density, grid_residual, touched: np.ndarray, sigma: float, n_grid: int) -> np.ndarray:
+    """(G,) smooth ECE at one sigma from the rows' splatted grid values (G, J) on the touched points.
 
     The mesh goes in pieces so that no work array exceeds _CHUNK_ELEMENTS; the two sums add up."""
-    n_grid = grid_points(sigma)
     kernel = gaussian_on_grid(sigma, n_grid)  # (E,)
-    splat, touched = splat_matrix(confidence, n_grid)  # (N, J), (J,)
-    grid_density = counts @ splat  # (G, J)
-    grid_residual = (counts * residual) @ splat  # (G, J)
     mesh = np.linspace(0, 1, mesh_points(sigma))  # (T,)
-    piece = max(1, _CHUNK_ELEMENTS // max(counts.shape[0], touched.shape[0]))
-    weighted_sum = np.zeros(counts.shape[0])
-    density_sum = np.zeros(counts.shape[0])
+    piece = max(1, _CHUNK_ELEMENTS // max(grid_density.shape[0], touched.shape[0]))
+    weighted_sum = np.zeros(grid_density.shape[0])
+    density_sum = np.zeros(grid_density.shape[0])
     for start in range(0, mesh.shape[0], piece):
         read = reading_matrix(kernel, touched, mesh[start : start + piece])  # (J, P)
         density = grid_density @ read + DENSITY_FLOOR  # (G, P)
@@ -164,11 +165,21 @@ def smooth_ece_at(confidence: np.ndarray, residual: np.ndarray, counts: np.ndarr
 
 
 def smooth_ece_at_each(confidence, residual, counts, sigmas: np.ndarray) -> np.ndarray:
-    """(G,) smooth_ece_at with each row's own sigma: one call per distinct sigma."""
+    """(G,) each row's smooth ECE at its own sigma. The splat depends on sigma only through the grid
+    size E (1001 points for every sigma >= 0.02), so rows are splatted once per grid size, and the
+    reading matrix is built once per distinct sigma."""
     eces = np.empty(sigmas.shape[0])
-    for sigma in np.unique(sigmas):
-        rows = sigmas == sigma
-        eces[rows] = smooth_ece_at(confidence, residual, counts[rows], float(sigma))
+    distinct, which = np.unique(sigmas, return_inverse=True)
+    grid_sizes = np.array([grid_points(float(sigma)) for sigma in distinct])[which]  # (G,)
+    for n_grid in np.unique(grid_sizes):
+        on_grid = np.flatnonzero(grid_sizes == n_grid)
+        splat, touched = splat_matrix(confidence, int(n_grid))  # (N, J), (J,)
+        grid_density = np.asarray(counts[on_grid] @ splat)  # (g, J)
+        grid_residual = np.asarray((counts[on_grid] * residual) @ splat)  # (g, J)
+        for sigma in np.unique(sigmas[on_grid]):
+            rows = sigmas[on_grid] == sigma
+            eces[on_grid[rows]] = smooth_ece_on_grid(grid_density[rows], grid_residual[rows], touched, float(sigma),
+                                                     int(n_grid))  # fmt: skip
     return eces
 
 

@@ -307,10 +307,10 @@ class SeedDraws:
     draws: np.ndarray  # (S, R)
 
     def __post_init__(self):
-        shape = (len(self.seeds), len(self.values))
-        if len(set(self.seeds)) != len(self.seeds) or self.draws.ndim != 2 or self.draws.shape[0] != shape[1]:
-            raise ConfigError(f"need one distinct seed, one value and one row of draws per seed, got "
-                              f"seeds {list(self.seeds)}, {shape[1]} values, draws {self.draws.shape}")  # fmt: skip
+        # a seed may repeat (the same comparison trained twice: `runs.group_runs` keeps both)
+        if len(self.seeds) != len(self.values) or self.draws.ndim != 2 or self.draws.shape[0] != len(self.values):
+            raise ConfigError(f"need one value and one row of draws per seed, got seeds {list(self.seeds)}, "
+                              f"{len(self.values)} values, draws {self.draws.shape}")  # fmt: skip
 
     @property
     def mean(self) -> float:

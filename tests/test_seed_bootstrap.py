@@ -162,6 +162,16 @@ def test_matching_seeds_share_their_seed_rows_and_others_do_not():
     assert independent.method == "two-level bootstrap (seeds independent)" and independent.high - independent.low > 0.05
 
 
+def test_a_repeated_seed_is_one_more_member_and_pairs_with_its_twin():
+    """`group_runs` keeps a comparison trained twice: seeds (0, 0, 1) are three members."""
+    draws = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]])
+    unit = SeedDraws((0, 1, 0), draws.mean(axis=1), draws)
+    assert unit.in_seed_order().seeds == (0, 0, 1) and two_level_interval(unit)[0] == pytest.approx(0.35)
+    assert two_level_difference(unit, unit).method == "two-level bootstrap (seeds paired)"
+    with pytest.raises(ValueError, match="one value and one row of draws per seed"):
+        SeedDraws((0, 1), np.zeros(3), np.zeros((3, 2)))
+
+
 def test_seed_rows_repeat_and_streams_differ():
     assert np.array_equal(seed_rows(5, 100, seed=3), seed_rows(5, 100, seed=3))
     assert not np.array_equal(seed_rows(5, 100, seed=3), seed_rows(5, 100, seed=3, stream=1))
