@@ -345,7 +345,7 @@ class Run:
 
     def predictions(self, which: int | str) -> tuple[np.ndarray, np.ndarray]:
         """(probs (N, C) float, labels (N,) int) of an epoch number or a named evaluation, checked."""
-        name = f"epoch_{int(which)}" if isinstance(which, int) else schema.check_evaluation_name(which)
+        name = schema.evaluation_name(which)
         try:
             return schema.read_predictions(self.path / "predictions" / f"{name}.npz", len(self.label_names))
         except RunError as err:

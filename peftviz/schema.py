@@ -206,6 +206,11 @@ def check_evaluation_name(name: str) -> str:
     return name
 
 
+def evaluation_name(which: int | str) -> str:
+    """The predictions file a `which` names: "epoch_<n>" for a validation epoch, else the checked name ("test")."""
+    return f"epoch_{int(which)}" if isinstance(which, int) else check_evaluation_name(which)
+
+
 # ---------------------------------------------------------------------------------------------
 # predictions (npz)
 

@@ -141,11 +141,6 @@ def smoothing_operator(confidence: np.ndarray, sigma: float, mesh: np.ndarray) -
 # ---------------------------------------------------------------- smooth ECE at fixed bandwidths
 
 
-def smooth_ece_at(confidence: np.ndarray, residual: np.ndarray, counts: np.ndarray, sigma: float) -> np.ndarray:
-    """(G,) relplot.metrics.smooth_ece(c[row], h[row], sigma) of every row of counts (G, N), one sigma."""
-    return smooth_ece_at_each(confidence, residual, counts, np.full(counts.shape[0], float(sigma)))
-
-
 def smooth_ece_on_grid(grid_density, grid_residual, touched: np.ndarray, sigma: float, n_grid: int) -> np.ndarray:
     """(G,) smooth ECE at one sigma from the rows' splatted grid values (G, J) on the touched points.
 

@@ -312,6 +312,11 @@ class SeedDraws:
             raise ConfigError(f"need one value and one row of draws per seed, got seeds {list(self.seeds)}, "
                               f"{len(self.values)} values, draws {self.draws.shape}")  # fmt: skip
 
+    @classmethod
+    def of(cls, seeds, estimates) -> SeedDraws:
+        """From one `estimators.Estimate` per seed (its value and its draws, `samples`)."""
+        return cls(tuple(seeds), np.array([e.value for e in estimates]), np.stack([e.samples for e in estimates]))
+
     @property
     def mean(self) -> float:
         return float(np.mean(self.values))

@@ -293,9 +293,7 @@ def group_ece_over_epochs(group: Group, n_bins: int = 10, scheme: str = "width",
     for epoch in common:
         found = [estimators.estimate_all(*run.predictions(epoch), n_bins, scheme, n_resamples, level, 0, [metric])[metric]
                  for run in group.runs]  # fmt: skip
-        unit = stats.SeedDraws(
-            tuple(group.seeds), np.array([e.value for e in found]), np.stack([e.samples for e in found])
-        )
+        unit = stats.SeedDraws.of(group.seeds, found)
         mean, low, high = stats.two_level_interval(unit, level)
         rows.append({"run": name or group.label, "epoch": epoch, "ece": mean, "low": low, "high": high,
                      "n": len(found), "members": unit.values.tolist(), "seeds": group.seeds})  # fmt: skip

@@ -100,20 +100,17 @@ def unique_names(groups: list[Group]) -> dict[str, str]:
 
 def seed_draws(group: Group, metric: str, estimates: dict[str, dict]) -> stats.SeedDraws:
     """One metric of a unit: its seeds, their point values (S,) and their draws (S, R)."""
-    found = [estimates[run.name][metric] for run in group.runs]
-    return stats.SeedDraws(tuple(run.seed for run in group.runs), np.array([e.value for e in found]),
-                           np.stack([e.samples for e in found]))  # fmt: skip
+    return stats.SeedDraws.of(group.seeds, [estimates[run.name][metric] for run in group.runs])
 
 
 def _summary_row(name: str, group: Group, metric: str, estimates: dict[str, dict], settings: Settings) -> dict:
     unit = seed_draws(group, metric, estimates)
     row = {"unit": name, "method": group.label, "n": len(unit.seeds), "seeds": ",".join(map(str, group.seeds))}
-    if len(unit.seeds) == 1:
-        interval, how = stats.two_level_interval(unit, settings.level, settings.seed), "bootstrap over examples"
-    elif settings.group_interval == "t":
+    if settings.group_interval == "t" and len(unit.seeds) > 1:
         interval, how = stats.t_interval(unit.values, settings.level), "t over seeds"
-    else:
-        interval, how = stats.two_level_interval(unit, settings.level, settings.seed), "bootstrap over seeds × examples"
+    else:  # one seed: the run's bootstrap over examples
+        interval = stats.two_level_interval(unit, settings.level, settings.seed)
+        how = "bootstrap over examples" if len(unit.seeds) == 1 else "bootstrap over seeds × examples"
     return row | {"metric": metric, "mean": interval[0], "low": interval[1], "high": interval[2], "interval": how}
 
 
@@ -237,13 +234,19 @@ def wide_summary(comparison: Comparison) -> pd.DataFrame:
     return wide[["seeds", *comparison.metrics]].reset_index()
 
 
+def _pair_grid(comparison: Comparison, joiner: str, cells: list[str]) -> pd.DataFrame:
+    """Pair × metric: one cell per row of the pairs table, the pair named "A<joiner>B"."""
+    pairs = comparison.pairs
+    table = pairs.assign(pair=pairs["a"] + joiner + pairs["b"], cell=cells)
+    wide = table.pivot(index="pair", columns="metric", values="cell").reindex(table["pair"].unique())
+    return wide[list(comparison.metrics)].reset_index()
+
+
 def wide_pairs(comparison: Comparison) -> pd.DataFrame:
     """Pair × metric, each cell the difference A − B, starred where significant after Holm."""
     pairs = comparison.pairs
     cells = [f"{d:+.4f}{' *' if s else ''}" for d, s in zip(pairs["difference"], pairs["significant"])]
-    table = pairs.assign(pair=pairs["a"] + " − " + pairs["b"], cell=cells)
-    wide = table.pivot(index="pair", columns="metric", values="cell").reindex(table["pair"].unique())
-    return wide[list(comparison.metrics)].reset_index()
+    return _pair_grid(comparison, " − ", cells)
 
 
 def wide_improvement(comparison: Comparison) -> pd.DataFrame:
@@ -253,9 +256,7 @@ def wide_improvement(comparison: Comparison) -> pd.DataFrame:
         "" if np.isnan(p) else f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
         for p, lo, hi in zip(pairs["p_better"], pairs["p_better_low"], pairs["p_better_high"])
     ]
-    table = pairs.assign(pair=pairs["a"] + " vs " + pairs["b"], cell=cells)
-    wide = table.pivot(index="pair", columns="metric", values="cell").reindex(table["pair"].unique())
-    return wide[list(comparison.metrics)].reset_index()
+    return _pair_grid(comparison, " vs ", cells)
 
 
 def method_sentence(comparison: Comparison) -> str:

@@ -33,11 +33,6 @@ ESTIMATES_DIR = Path("analysis") / "estimates"  # inside the run folder
 FORMAT = 1
 
 
-def evaluation_name(which: int | str) -> str:
-    """The predictions file a `which` names: "test", or "epoch_<n>" for a validation epoch."""
-    return f"epoch_{int(which)}" if isinstance(which, int) else schema.check_evaluation_name(which)
-
-
 def estimates_key(probs: np.ndarray, labels: np.ndarray, evaluation: str, settings) -> str:
     """sha256 over the predictions' bytes and the settings the draws depend on (not the level)."""
     made_with = {"format": FORMAT, "evaluation": evaluation, "n_bins": settings.n_bins, "scheme": settings.scheme,
@@ -85,7 +80,7 @@ def _compute(probs, labels, settings, metrics: list[str]) -> dict[str, tuple[flo
 def cached_estimates(run: Run, which: int | str, settings, metrics) -> dict[str, estimators.Estimate]:
     """Every metric of `run`'s predictions at `which` with its interval at `settings.level` and its
     draws (for paired comparisons and groups), read from the run folder where already computed."""
-    evaluation = evaluation_name(which)
+    evaluation = schema.evaluation_name(which)
     probs, labels = run.predictions(which)
     key = estimates_key(probs, labels, evaluation, settings)
     path = run.path / ESTIMATES_DIR / f"{key[:32]}.npz"
