@@ -4,7 +4,7 @@ import os
 
 import streamlit as st
 
-from peftviz import appkit
+from peftviz import appkit, jobpanel
 from peftviz.config import METHOD_SETS, PRESETS, comparison, over_seeds
 from peftviz.methods import describe_methods
 from peftviz.runs import group_row, group_runs, measured_minutes, run_row, store_dir
@@ -65,6 +65,7 @@ appkit.page(
 )
 
 runs = appkit.runs()
+where = "the store" if jobpanel.policy().shared else f"`{store_dir()}`"  # a shared server keeps its paths
 st.subheader("Runs")
 if runs:
     st.dataframe(
@@ -74,7 +75,7 @@ if runs:
         column_order=RUN_COLUMNS,
         column_config=RUN_COLUMN_CONFIG,
     )
-    st.caption(f"{len(runs)} run(s) in `{store_dir()}`. {status_note(runs)}")
+    st.caption(f"{len(runs)} run(s) in {where}. {status_note(runs)}")
     groups = group_runs(runs)
     if any(len(group.runs) > 1 for group in groups):
         st.subheader("Groups of seeds")
@@ -82,7 +83,7 @@ if runs:
         st.caption("Runs that differ only in the training seed. Best-epoch validation numbers: mean over the seeds "
                    "[95% t-interval]. The Calibration page compares the groups with significance tests.")  # fmt: skip
 else:
-    st.info(f"No runs in `{store_dir()}` yet.")
+    st.info(f"No runs in {where} yet.")
 
 with st.expander("Train the quick comparison", expanded=not runs):
     with_baselines = st.toggle("With the baselines", help="the papers' methods, or those and the baselines too")
@@ -97,9 +98,9 @@ with st.expander("Train the quick comparison", expanded=not runs):
         "Training seeds", 1, 10, 1, help="each method once per seed (0, 1, …) on the same split; with two or more "
         "seeds the Calibration page shows each method's mean with an interval and which differences are significant",
     ))  # fmt: skip
-    if st.button("Train the quick comparison", type="primary", disabled=appkit.training_now()):
-        appkit.job_manager().start(over_seeds(configs, list(range(n_seeds))), store_dir())
-appkit.job_panel()
+    if st.button("Train the quick comparison", type="primary"):
+        jobpanel.submit(over_seeds(configs, list(range(n_seeds))))
+jobpanel.job_panel()
 
 with st.expander("The methods"):
     st.dataframe(describe_methods(), hide_index=True, width="stretch")

@@ -1,13 +1,14 @@
-"""Train one method: pick the model, data, method and settings, and watch it train."""
+"""Train one method: pick the model, data, method and settings, and watch it train; or resume a run."""
 
 import streamlit as st
 
-from peftviz import appkit
+from peftviz import appkit, jobpanel
+from peftviz.backbones import check_model
 from peftviz.config import PRESETS, TrainConfig, over_seeds, preset_config
 from peftviz.data import BUILTIN, HUB_DATASETS, DataError, load_data
 from peftviz.engine import check_machine
 from peftviz.methods import DEFAULT_METHOD, METHODS
-from peftviz.paths import store_dir
+from peftviz.paths import uploads_dir
 from peftviz.uploads import as_uploaded, store_upload
 
 SETTINGS = ("epochs", "learning_rate", "max_length", "batch_size", "limit", "seed", "schedule", "pooling", "precision",
@@ -19,6 +20,14 @@ appkit.page(
     "MiniLM on bbc-news (a minute or two per method on a laptop CPU), `smoke` a tiny random model (seconds). "
     "Each setting's help text says what it does.",
 )
+server = jobpanel.policy()
+store_models = sorted({run.config.model for run in appkit.runs(usable_only=True)})
+if server.shared:
+    st.info(
+        "This server is shared: it trains on the built-in corpus or a file you upload (at most "
+        f"{server.upload_limit // 2**20} MB), with one of its models: {', '.join(server.models(store_models))}. "
+        "Training jobs wait in line; you see your own."
+    )
 
 left, right = st.columns(2)
 with left:
@@ -27,14 +36,15 @@ with left:
     source = st.radio("Data", ["built-in or hub name", "upload a file", "local path"], horizontal=True)
     uploaded = None  # (where it is stored, the user's name for it): errors name the user's file
     if source == "built-in or hub name":
-        dataset = st.selectbox("Dataset", [BUILTIN, *HUB_DATASETS], help="hub names need the Hugging Face hub")
+        names = [BUILTIN] if server.shared else [BUILTIN, *HUB_DATASETS]
+        dataset = st.selectbox("Dataset", names, help="hub names need the Hugging Face hub")
     elif source == "upload a file":
         upload = st.file_uploader("CSV or JSONL with 'text' and 'label' columns", type=["csv", "jsonl"])
         dataset = None
         if upload is not None:
             try:
-                uploaded = (store_upload(upload.name, upload.getvalue()), upload.name)  # stored by content
-                dataset = str(uploaded[0])
+                stored = store_upload(upload.name, upload.getvalue(), server.upload_limit)  # stored by content
+                uploaded, dataset = (stored, upload.name), str(stored)
             except appkit.PeftvizError as err:
                 appkit.show_error(err)
     else:
@@ -52,16 +62,27 @@ with right:
     with st.expander(f"{method} options", expanded=True):
         options = appkit.options_form(METHODS[method].config_class, defaults.method_options, key=method)
 
-if st.button("Train", type="primary", disabled=appkit.training_now()):
+if st.button("Train", type="primary"):
     try:
         if not dataset:
             raise DataError("choose a dataset first")
+        # on a shared server, decided from the names alone, before anything is opened or fetched
+        server.check_dataset(dataset, BUILTIN, uploads_dir())
+        server.check_model(model, store_models)
         # a value out of range raises a one-line ConfigError here, never falls back to a default
         config = preset_config(preset, method, model=model, dataset=dataset, method_options=options, **settings)
         check_machine(config)  # a precision or device this machine lacks: here, on the page, not in the job
+        check_model(config.model)  # a model folder's config.json and tokenizer, without loading its weights
         load_data(config.dataset, seed=config.data_seed, limit=config.limit)
-        seeds = list(range(config.seed, config.seed + n_seeds))
-        appkit.job_manager().start(over_seeds([config], seeds), store_dir())
+        jobpanel.submit(over_seeds([config], list(range(config.seed, config.seed + n_seeds))))
     except appkit.PeftvizError as err:  # bad settings, data or model
         appkit.show_error(as_uploaded(str(err), *uploaded) if uploaded else err)
-appkit.job_panel()
+
+incomplete = [run for run in appkit.runs() if run.status == "incomplete" and run.metrics]
+if incomplete:
+    with st.expander(f"Resume a stopped run ({len(incomplete)})"):
+        run = st.selectbox("Run", incomplete, format_func=appkit.run_label, key="train_resume_run")
+        st.caption(f"Stopped after epoch {run.epochs_done} of {run.config.epochs}; it continues with its own settings.")
+        if st.button("Resume", key="train_resume"):
+            jobpanel.submit([], resume=[run])
+jobpanel.job_panel()

@@ -33,24 +33,61 @@ def ece_curve(unit: Group, n_bins, scheme, n_resamples, name):
     return analysis.group_ece_over_epochs(unit, n_bins, scheme, name, n_resamples)
 
 
+def ece_figure(units: list[Group], labels: list[str], n_bins, scheme, n_resamples, band: str, epoch: int, series):
+    """The units' ECE over epochs (`ece_curve`, cached per unit) in one figure."""
+    curves = pd.concat([appkit.per_run(ece_curve, unit, n_bins, scheme, n_resamples, label)
+                        for unit, label in zip(units, labels)])  # fmt: skip
+    return figures.ece_over_epochs_figure(curves, scheme, n_bins, band, epoch, series)
+
+
 def headed(wide: pd.DataFrame) -> pd.DataFrame:
     """A wide table with the metrics' headings as column names, for a static table: its cells and
     headings wrap, so eight metrics' intervals fit the page's width instead of scrolling."""
     return wide.rename(columns={name: e.heading for name, e in estimators.ESTIMATORS.items()})
 
 
-def comparison(units: list[Group], settings: cmp.Settings, metrics: tuple) -> cmp.Comparison:
-    """Every run estimated once (cached per run), with a progress bar while new ones compute."""
+def comparison(units: list[Group], settings: cmp.Settings, metrics: tuple) -> dict:
+    """Every run estimated once (cached per run), with a progress bar while new ones compute; then
+    compared, and the comparison's tables made, once per server (`compared`)."""
     members = [run for unit in units for run in unit.runs]
     bar = st.progress(0.0)
-    found = {}
     for done, run in enumerate(members):
         bar.progress(
             done / len(members), text=f"Estimating every metric with its interval: run {done + 1} of {len(members)}"
         )
-        found[run.name] = appkit.per_run(cmp.run_estimates, run, settings, metrics)
+        appkit.per_run(cmp.run_estimates, run, settings, metrics)
     bar.empty()
-    return cmp.compare_estimates(units, found, settings, metrics)
+    return appkit.shared(compared, units, settings, metrics)
+
+
+def compared(units: list[Group], settings: cmp.Settings, metrics: tuple) -> dict:
+    """The comparison and the tables the page shows of it (pairs and P(A better): only when there are some)."""
+    found = {run.name: appkit.per_run(cmp.run_estimates, run, settings, metrics) for unit in units for run in unit.runs}
+    result = cmp.compare_estimates(units, found, settings, metrics)
+    pairs = not result.pairs.empty
+    return {
+        "result": result,
+        "summary": headed(cmp.wide_summary(result)),
+        "pairs": headed(cmp.wide_pairs(result)) if pairs else None,
+        "improvement": headed(cmp.wide_improvement(result))
+        if pairs and result.pairs["p_better"].notna().any()
+        else None,
+        "words": "\n".join(f"- {line}" for line in cmp.plain_words(result)) if pairs else "",
+    }
+
+
+def smooth_figure(units: list[Group], labels: list[str], epoch: int, n_resamples: int, title: str, band: str, series):
+    """Each unit's smoothed reliability curve (a group: its seeds' mean, banded over the seeds) in one figure."""
+    curves = {  # a group is banded over its seeds, so its runs need no bootstrap band of their own
+        label: analysis.group_mean_curve(
+            [
+                appkit.per_run(analysis.smooth_diagram, run, epoch, n_resamples, 0, len(unit.runs) == 1)
+                for run in unit.runs
+            ]
+        )
+        for unit, label in zip(units, labels)
+    }
+    return figures.smooth_reliability_figure(curves, title, band, series)
 
 
 corrupt = [run for run in appkit.runs() if run.status == "corrupt"]
@@ -117,7 +154,7 @@ def top_label_diagrams(runs):
         with cell:
             table = bins_table(analysis.reliability_table, run)
             if table is not None:
-                appkit.chart(figures.reliability_figure(table), f"reliability-{run.name}", data=table)
+                appkit.chart(appkit.shared(figures.reliability_figure, table), f"reliability-{run.name}", data=table)
                 st.caption(f"{figures.caption(table)}. {figures.interval_note()}")
 
 
@@ -126,7 +163,7 @@ def classwise_diagrams(runs):
     for run in runs:
         table = bins_table(analysis.classwise_table, run)
         if table is not None:
-            appkit.chart(figures.classwise_figure(table), f"classwise-{run.name}", data=table)
+            appkit.chart(appkit.shared(figures.classwise_figure, table), f"classwise-{run.name}", data=table)
     st.caption("For each class k, every prediction's probability of k (p_k), binned as chosen above, against "
                "whether the example is of class k (Kull et al. 2019). The classwise ECE is the mean of the classes' "
                "ECEs. Whiskers: 95% Wilson interval of the fraction of class k in each bin (n_b predictions).")  # fmt: skip
@@ -137,40 +174,36 @@ if not as_groups:
                        help="Top-label: each prediction's confidence against whether it is right. Classwise: "
                        "one diagram per class k, p_k against whether the example is of class k.")  # fmt: skip
     (classwise_diagrams if diagram == CLASSWISE else top_label_diagrams)(runs)
+band = f"95% bootstrap over {n_resamples} resamples of the examples"
+if as_groups:
+    band = f"groups: 95% t-interval of the mean over seeds; a group of one run: {band}"
+title = f"Smooth reliability diagram (relplot) · epoch {epoch} validation"
 try:
     with st.spinner("Smoothing the reliability curves…"):
-        curves = {  # a group is banded over its seeds, so its runs need no bootstrap band of their own
-            names[unit.key]: analysis.group_mean_curve(
-                [
-                    appkit.per_run(analysis.smooth_diagram, run, epoch, n_resamples, 0, len(unit.runs) == 1)
-                    for run in unit.runs
-                ]
-            )
-            for unit in units
-        }
+        smooth = appkit.shared(
+            smooth_figure, units, [names[u.key] for u in units], epoch, n_resamples, title, band, series
+        )
 except appkit.PeftvizError as err:
     appkit.show_error(err)
 else:
-    band = f"95% bootstrap over {n_resamples} resamples of the examples"
-    if as_groups:
-        band = f"groups: 95% t-interval of the mean over seeds; a group of one run: {band}"
-    title = f"Smooth reliability diagram (relplot) · epoch {epoch} validation"
-    appkit.chart(figures.smooth_reliability_figure(curves, title, band, series), "smooth-reliability")
+    appkit.chart(smooth, "smooth-reliability")
     st.caption("Kernel-smoothed accuracy against confidence, with the bandwidth that relplot's smooth ECE "
                "chooses: no bins to choose. The curve is drawn where about one prediction or more lies within one "
                "bandwidth; where a run made no predictions there is nothing to smooth.")  # fmt: skip
 
 st.subheader("ECE over epochs")
-frames = []
+drawn = []
 for unit in units:
     try:
-        frames.append(appkit.per_run(ece_curve, unit, n_bins, scheme, n_resamples, names[unit.key]))
+        appkit.per_run(ece_curve, unit, n_bins, scheme, n_resamples, names[unit.key])
+        drawn.append(unit)
     except appkit.PeftvizError as err:
         appkit.show_error(err)
-if frames:
+if drawn:
     band = ("95% bootstrap over seeds and validation examples (dotted: each seed)" if as_groups
             else f"95% percentile bootstrap over {n_resamples} resamples of the validation examples")  # fmt: skip
-    figure = figures.ece_over_epochs_figure(pd.concat(frames), scheme, n_bins, band, epoch, series)
+    figure = appkit.shared(ece_figure, drawn, [names[u.key] for u in drawn], n_bins, scheme, n_resamples, band, epoch,
+                           series)  # fmt: skip
     appkit.chart(figure, "ece-over-epochs")
 
 # ---------------------------------------------------------------- comparison
@@ -182,43 +215,43 @@ metrics = st.multiselect("Metrics", list(estimators.ESTIMATORS), default=list(es
                          format_func=lambda name: estimators.ESTIMATORS[name].heading, key="calibration_metrics",
                          help="None chosen: the defaults.") or list(estimators.DEFAULT_METRICS)  # fmt: skip
 settings = cmp.Settings("test" if split.startswith("test") else epoch, n_bins, scheme, n_resamples)
-judged = (
-    units
-    if settings.which != "test"
-    else [u for u in units if all(analysis.has_predictions(r, "test") for r in u.runs)]
-)
-if len(judged) < len(units):
-    left_out = ", ".join(names[u.key] for u in units if u not in judged)
+judging = analysis.judgeable(units, settings.which)
+judged = judging.units
+if judging.unfinished:
+    left_out = ", ".join(names[u.key] for u in judging.unfinished)
     st.caption(f"Left out of the comparison: {left_out} (no test predictions: they are written when a run finishes).")
+for line in judging.damaged:  # one line per run, naming its file and what is wrong with it
+    appkit.show_error(line)
 try:
     if not judged:
-        raise RunError("none of the chosen runs has finished: judge on validation instead")
-    result = comparison(judged, settings, tuple(metrics))
+        raise RunError(judging.nothing_left())
+    shown = comparison(judged, settings, tuple(metrics))
 except appkit.PeftvizError as err:
     appkit.show_error(err)
 else:
-    st.table(headed(cmp.wide_summary(result)), border="horizontal", hide_index=True)
+    result = shown["result"]
+    st.table(shown["summary"], border="horizontal", hide_index=True)
     st.caption("Each cell: value [95% interval]. One run: bootstrap over the examples. Several seeds: mean "
                "over seeds, with a bootstrap that resamples the seeds and the test examples together, so the "
                "interval holds both the training randomness and the test set's own noise.")  # fmt: skip
-    if not result.pairs.empty:
-        st.table(headed(cmp.wide_pairs(result)), border="horizontal", hide_index=True)
+    if shown["pairs"] is not None:
+        st.table(shown["pairs"], border="horizontal", hide_index=True)
         st.caption("Differences A − B; * marks a difference significant at 5% after Holm's correction over the "
                    "pairs, per metric. Single runs: paired bootstrap on the same examples; groups: the same "
                    "bootstrap over seeds and examples, seeds paired where both groups have the same ones.")  # fmt: skip
-        if result.pairs["p_better"].notna().any():
-            st.table(headed(cmp.wide_improvement(result)), border="horizontal", hide_index=True)
+        if shown["improvement"] is not None:
+            st.table(shown["improvement"], border="horizontal", hide_index=True)
             st.caption("P(A better than B): the chance that a run of A beats a run of B on the metric (Agarwal et "
                        "al. 2021), with its 95% interval over the same resamples. 0.5: no better than a coin.")  # fmt: skip
-        st.markdown("\n".join(f"- {line}" for line in cmp.plain_words(result)))
-        shown = st.selectbox("Differences in", result.metrics, format_func=lambda n: estimators.ESTIMATORS[n].heading,
-                             key="calibration_difference_metric")  # fmt: skip
-        appkit.chart(
-            figures.differences_figure(result.pairs, shown, estimators.ESTIMATORS[shown].heading, series), "differences"
-        )
+        st.markdown(shown["words"])
+        metric = st.selectbox("Differences in", result.metrics, format_func=lambda n: estimators.ESTIMATORS[n].heading,
+                              key="calibration_difference_metric")  # fmt: skip
+        heading = estimators.ESTIMATORS[metric].heading
+        appkit.chart(appkit.shared(figures.differences_figure, result.pairs, metric, heading, series), "differences")
     for name, table in (("summary", result.summary), ("pairs", result.pairs)):
-        st.download_button(f"Download the {name} (CSV)", table.to_csv(index=False), file_name=f"comparison-{name}.csv",
-                           mime="text/csv", on_click="ignore", key=f"comparison-{name}-csv")  # fmt: skip
+        st.download_button(f"Download the {name} (CSV)", lambda table=table: table.to_csv(index=False),
+                           file_name=f"comparison-{name}.csv", mime="text/csv", on_click="ignore",
+                           key=f"comparison-{name}-csv")  # fmt: skip
 
 # ---------------------------------------------------------------- recalibration
 st.subheader("Recalibration")
@@ -235,8 +268,8 @@ if with_test:
     except appkit.PeftvizError as err:
         appkit.show_error(err)
     else:
-        st.dataframe(analysis.recalibration_wide(table), hide_index=True, key="recalibration-table")
-        appkit.chart(figures.recalibration_figure(result), "recalibration")
+        st.dataframe(appkit.shared(analysis.recalibration_wide, table), hide_index=True, key="recalibration-table")
+        appkit.chart(appkit.shared(figures.recalibration_figure, result), "recalibration")
         st.caption(
             f"Each map is fitted on the validation predictions of epoch {result.fitted_on_epoch}, the best epoch, "
             "and judged on that epoch's test predictions. Temperature scaling divides every log-probability by one "

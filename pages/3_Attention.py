@@ -24,6 +24,26 @@ def first_words(text: str, n: int = 10) -> str:
     return " ".join(words[:n]) + (" …" if len(words) > n else "")
 
 
+# what the page draws of the run's attention on a text, built once per server (appkit.shared): the
+# recorded attention comes from appkit.document_attention's cache
+def mass_figures(run, text: str) -> tuple:
+    doc = appkit.document_attention(run, text)
+    grid = figures.prefix_mass_grid_figure(analysis.prefix_mass_grid(doc))
+    return grid, figures.prefix_mass_profile_figure(analysis.prefix_mass_profile(doc))
+
+
+def token_figure(run, text: str, layer: int, head: int, start: int, rows: int):
+    doc = appkit.document_attention(run, text)
+    matrix, row_labels, col_labels = analysis.token_window(doc, layer, head, start, rows, CONTEXT)
+    title = f"tokens {start}–{start + len(row_labels) - 1} and their neighbours"  # the figure names layer and head
+    return figures.token_heatmap_figure(matrix, row_labels, col_labels, doc.n_prefix_keys, title, layer, head)
+
+
+def prefix_rows_view(run, text: str, layer: int, head: int) -> tuple:
+    rows = analysis.prefix_rows(appkit.document_attention(run, text), layer, head)
+    return figures.prefix_rows_figure(rows, layer=layer, head=head), analysis.top_tokens_table(rows)
+
+
 # runs with prefix keys first: they are what this page is about
 by_prefix_first = sorted(appkit.runs(usable_only=True), key=lambda run: not run.method_class.prefix_keys)
 run = appkit.pick_run("Run", by_prefix_first, key="attention_run")
@@ -66,8 +86,9 @@ if run.method_class.attention_note:
 appkit.side_by_side(analysis.kernel_explanation(run) or ())  # a kernel run: λ(C) beside α
 if doc.n_prefix_keys:
     left, right = st.columns(2)
-    appkit.chart(figures.prefix_mass_grid_figure(analysis.prefix_mass_grid(doc)), "grid", left)
-    appkit.chart(figures.prefix_mass_profile_figure(analysis.prefix_mass_profile(doc)), "profile", right)
+    grid, profile = appkit.shared(mass_figures, run, text)
+    appkit.chart(grid, "grid", left)
+    appkit.chart(profile, "profile", right)
 else:
     st.info(f"{run.label} has no prefix keys: queries read only the text, so λ(C) does not apply. Below, the "
             "encoder's attention.")  # fmt: skip
@@ -78,12 +99,9 @@ head = cols[1].selectbox("Head", range(doc.n_heads), format_func=lambda i: f"hea
 start = cols[2].slider("Window start (query token)", 0, doc.n_tokens - 1, 0)
 rows = cols[3].slider("Rows", 1, min(analysis.MAX_ROWS, doc.n_tokens), min(32, doc.n_tokens))
 
-matrix, row_labels, col_labels = analysis.token_window(doc, layer, head, start, rows, CONTEXT)
-title = f"tokens {start}–{start + len(row_labels) - 1} and their neighbours"  # the figure names layer and head
-heatmap = figures.token_heatmap_figure(matrix, row_labels, col_labels, doc.n_prefix_keys, title, layer, head)
-appkit.chart(heatmap, "tokens")
+appkit.chart(appkit.shared(token_figure, run, text, layer, head, start, rows), "tokens")
 
 if doc.n_prefix_queries:
-    prefix_rows = analysis.prefix_rows(doc, layer, head)
-    appkit.chart(figures.prefix_rows_figure(prefix_rows, layer=layer, head=head), "prefix_rows")
-    st.dataframe(analysis.top_tokens_table(prefix_rows), hide_index=True)
+    prefix_figure, top_tokens = appkit.shared(prefix_rows_view, run, text, layer, head)
+    appkit.chart(prefix_figure, "prefix_rows")
+    st.dataframe(top_tokens, hide_index=True)

@@ -2,11 +2,11 @@
 
 import streamlit as st
 
-from peftviz import appkit
+from peftviz import appkit, jobpanel
 from peftviz.analysis import attention, kernel
 from peftviz.figures import kernel as figures
 from peftviz.figures import palette
-from peftviz.runs import Run, store_dir
+from peftviz.runs import Run
 
 appkit.page(
     "Kernel",
@@ -45,6 +45,9 @@ def sweep_rows(run: Run) -> list[dict] | None:
     rows = kernel.cached_alpha_sweep(run)
     if rows is not None:
         return rows
+    damaged = kernel.damaged_sweep(run)
+    if damaged:
+        st.warning(f"The stored α sweep was left out, damaged: {damaged}. Evaluating again replaces it.")
     st.caption(
         "Evaluates this run's trained parameters on its validation split under every α of the paper's grid and "
         "under the exact λ(C): about half a minute for MiniLM on 2 CPU cores. The result is kept in the run folder."
@@ -95,9 +98,9 @@ def show_training() -> None:
         "with the quick preset (MiniLM, bbc-news), one after another in the background: about 10 minutes "
         "on 2 CPU cores."
     )
-    if st.button("Train at the α grid", key="kernel_train_grid", disabled=appkit.training_now()):
-        appkit.job_manager().start(kernel.grid_configs(), store_dir())
-    appkit.job_panel()
+    if st.button("Train at the α grid", key="kernel_train_grid"):
+        jobpanel.submit(kernel.grid_configs())
+    jobpanel.job_panel()
 
 
 all_runs = appkit.runs(usable_only=True)

@@ -77,6 +77,11 @@ FIGURES = {"prefixes": prefixes_figure, "attention": attention_figure, "kernel":
            "calibration": calibration_figure, "averaging": averaging_figure}  # fmt: skip
 
 
+def step_figure(key: str, runs, in_store):
+    """A step's figure, projector-sized: built once per server for its runs as they are (appkit.shared)."""
+    return presentable(FIGURES[key](runs, in_store))
+
+
 def draw(step: tour.Step) -> None:
     """The step's figure from the store, or what to train for it, or the error that stopped it."""
     runs = appkit.runs(usable_only=True)
@@ -85,11 +90,11 @@ def draw(step: tour.Step) -> None:
         st.info(f"The store has no run for this step yet. {step.missing}")
         return
     try:
-        figure = FIGURES[step.key](picked, palette.store_series(runs))
+        figure = appkit.shared(step_figure, step.key, picked, palette.store_series(runs))
     except appkit.PeftvizError as err:
         appkit.show_error(err)
         return
-    appkit.chart(presentable(figure), f"tour_{step.key}")
+    appkit.chart(figure, f"tour_{step.key}")
 
 
 asked = st.query_params.get("step", 1)

@@ -6,11 +6,14 @@ Two conventions every page follows:
   its parameters change), so a changed run is picked up on the next rerun;
 - a page catches `PeftvizError` (bad settings, models, data or run folders) and shows it with
   `show_error`: one line, no traceback.
+- what a page draws from those (figures, tables) goes through `shared(build, *args)`: built once per
+  server for the same arguments, so the next reader's session draws it without building it again.
 Pages stay short: read widgets, call these and `peftviz.analysis`, draw `peftviz.figures`.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -20,7 +23,6 @@ import streamlit as st
 from peftviz.errors import PeftvizError
 from peftviz.figures.export import IMAGE_FORMATS, figure_table, file_stem, toolbar_config
 from peftviz.inference import load_trained
-from peftviz.jobs import JobManager
 from peftviz.runs import (
     Group,
     Run,
@@ -33,8 +35,16 @@ from peftviz.runs import (
     store_signature,
 )
 
-__all__ = ["PeftvizError", "chart", "data_changed", "document_attention", "job_panel", "lambda_rows", "options_form", "page", "per_run", "pick_run",
-           "runs", "show_error", "side_by_side", "trained_model"]  # fmt: skip
+__all__ = ["PeftvizError", "chart", "data_changed", "document_attention", "lambda_rows", "options_form", "page", "per_run", "pick_run",
+           "runs", "shared", "show_error", "side_by_side", "trained_model"]  # fmt: skip
+
+# Streamlit collects garbage over the whole heap after every script run (`runner.postScriptGC`), a
+# fragment's too: with torch, transformers, pandas and plotly loaded that is ~500,000 objects, 0.25 s
+# on one core, with the interpreter lock held, so every other reader's page waits. The libraries'
+# objects live as long as the server: frozen here, once, no collection walks them again (a
+# collection then takes ~0.02 s). What is made later (models, figures, sessions) is collected as before.
+gc.collect()
+gc.freeze()
 
 IMAGE_FORMAT_KEY = "chart_image_format"
 # KaTeX ends a stacked expression with a 2-px strut that hangs out of its box (`.vlist-s`, margin
@@ -79,12 +89,16 @@ def page(title: str, explanation: str) -> None:
 
 def chart(fig, key: str, where=st, data=None) -> None:
     """Draw a plotly figure with its toolbar set to save SVG or PNG, and a CSV of its numbers below it:
-    `data` when given (a DataFrame richer than what is drawn, e.g. per-bin tables), else the traces."""
+    `data` when given (a DataFrame richer than what is drawn, e.g. per-bin tables), else the traces.
+
+    The figure is only read (it may be a `shared` one that other sessions draw too). The CSV is written
+    when the button is pressed, not with every page: few readers download, every reader opens pages."""
     name = file_stem(f"{(fig.layout.title.text or '').split('<br>')[0]} {key}")  # the title's first line, then the key
     where.plotly_chart(fig, key=key, config=toolbar_config(name, st.session_state.get(IMAGE_FORMAT_KEY, "svg")))
     where.download_button(
-        "CSV", (figure_table(fig) if data is None else data).to_csv(index=False), file_name=f"{name}.csv", mime="text/csv",
-        key=f"{key}-csv", on_click="ignore", icon=":material/download:", help="the numbers this chart draws",
+        "CSV", lambda: (figure_table(fig) if data is None else data).to_csv(index=False), file_name=f"{name}.csv",
+        mime="text/csv", key=f"{key}-csv", on_click="ignore", icon=":material/download:",
+        help="the numbers this chart draws",
     )  # fmt: skip
 
 
@@ -131,17 +145,44 @@ def per_run(compute: Callable, subject: Run | Group, *args, spinner: str | None 
         return cached(key, signature, args, compute, subject)
 
 
+def _run_token(run: Run) -> tuple:
+    return str(run.path), run_signature(run.path)
+
+
+def _group_token(group: Group) -> tuple:
+    return group.key, tuple(_run_token(run) for run in group.runs)
+
+
+# Figures and tables as pages draw them, shared by every session of the server. A few per page and
+# setting of its widgets (the Calibration page's largest figure holds ~130 kB of JSON): at most
+# SHARED_ENTRIES are kept, the least recently used dropped first, whatever the number of readers.
+SHARED_ENTRIES = 96
+
+
+@st.cache_resource(show_spinner=False, max_entries=SHARED_ENTRIES, hash_funcs={Run: _run_token, Group: _group_token})
+def _shared(build_key: str, args: tuple, kwargs: dict, _build: Callable):
+    return _build(*args, **kwargs)
+
+
+def shared(build: Callable, *args, **kwargs):
+    """build(*args, **kwargs), built once per server and handed to every session that asks with equal
+    arguments: what one reader's page built, the next reader's draws without building it again.
+
+    The arguments are the key: hashed by content (keep them small: widget values, names, small tables;
+    Streamlit hashes a numpy array of 100,000 values or more by a sample of it), except that a Run or
+    Group stands for its runs' files' signatures, as in `per_run`, so a run that finishes an epoch is
+    drawn anew. `build` must depend on nothing else (it may read its runs through `per_run`), show
+    nothing on the page, and its result must never be changed by a caller: every session holds the
+    same object (`chart` only reads a figure). An error is raised to the caller and not kept.
+    """
+    code = getattr(build, "__code__", None)
+    where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else getattr(build, "__module__", "")
+    return _shared(f"{where}:{getattr(build, '__qualname__', repr(build))}", args, kwargs, build)
+
+
 def trained_model(run: Run):
     """(model, tokenizer) of a run, rebuilt from its parameters once and kept."""
     return per_run(load_trained, run, spinner="Loading the trained model…", heavy=True)
-
-
-class PageJobManager(JobManager):
-    """The server's JobManager, which notes the page and session a job was started from (see `job_panel`)."""
-
-    def start(self, configs, runs_dir, origin: str | None = None, session: str | None = None):
-        origin = current_page() if origin is None else origin
-        return super().start(configs, runs_dir, origin, current_session() if session is None else session)
 
 
 def _document_attention(run: Run, text: str):
@@ -171,12 +212,6 @@ def lambda_rows(run: Run) -> list[dict]:
     return per_run(_lambda_rows, run, spinner=f"Computing λ(C) on {N_LAMBDA_DOCS} validation documents…")
 
 
-@st.cache_resource(show_spinner=False)
-def job_manager() -> JobManager:
-    """One per server: every tab sees the same training job."""
-    return PageJobManager()
-
-
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _run_labels(root: str, signature: tuple) -> dict[str, str]:
     return run_labels(runs())
@@ -195,7 +230,10 @@ def pick_run(label: str, candidates: list[Run], key: str, help: str | None = Non
     if not candidates:
         st.info("No suitable runs in the store yet: train some on the Home or Train page.")
         return None
-    return st.selectbox(label, candidates, format_func=run_label, key=key, help=help)
+    root = store_dir()
+    labels = _run_labels(str(root), store_signature(root))  # once, not once per entry
+    return st.selectbox(label, candidates, format_func=lambda run: labels.get(run.name) or run_labels([run])[run.name],
+                        key=key, help=help)  # fmt: skip
 
 
 def not_applicable(runs: list[Run], applies: Callable[[Run], bool], why: str) -> None:
@@ -216,42 +254,6 @@ def side_by_side(explanations) -> None:
 def show_error(err: Exception | str) -> None:
     """A user mistake or bad run folder (an exception or its message), in one sentence on the page: no traceback."""
     st.error(str(err).splitlines()[0] if str(err) else type(err).__name__)
-
-
-def job_panel() -> None:
-    """Progress bars of the current training job, per run and epoch, with the time taken and left.
-
-    While a job runs, the panel is a fragment redrawn every second; otherwise it is drawn once with
-    the page and nothing reruns: an idle tab costs the server nothing (benchmarks/idle_cpu.py). When
-    the job ends, the whole page reruns once, which picks up the new runs. A finished job's bars show
-    only on the page and in the browser session that started it: elsewhere they would pass for that
-    page's or that visitor's own job (under a refused Train, as if it had run).
-    """
-    job = job_manager().current
-    if job is not None and job.status == "running":
-        _live_job_panel()
-    elif job is not None and job.origin in ("", current_page()) and job.session in ("", current_session()):
-        _draw_job(job)
-
-
-@st.fragment(run_every=1.0)
-def _live_job_panel() -> None:
-    job = job_manager().current
-    if job is None or job.status != "running":
-        st.rerun()  # the job ended: the whole page, once, to list its runs and drop the timer
-    _draw_job(job)
-
-
-def _draw_job(job) -> None:
-    if job.status == "running":
-        st.caption(f"Training in the background ({job.timing()}): you can switch pages and come back.")
-    for name in job.names:
-        event = job.progress.get(name)
-        text = name if event is None else f"{name}: epoch {event.epoch}/{event.epochs}, {event.phase}"
-        timing = job.timing(name)
-        st.progress(job.fraction_done(name), text=f"{text} · {timing}" if timing else text)
-    if job.status == "failed":
-        st.error(f"Training stopped: {job.error}")
 
 
 def current_session() -> str:
@@ -305,8 +307,3 @@ def options_form(option_class, defaults: dict, key: str, only: tuple[str, ...] |
             optional_and_empty = default is None and not text
             values[f.name] = None if optional_and_empty else text
     return values
-
-
-def training_now() -> bool:
-    job = job_manager().current
-    return job is not None and job.status == "running"

@@ -6,7 +6,12 @@
     a local folder            any BERT, RoBERTa or Longformer checkpoint
     a hub id                  the same from the Hugging Face hub (e.g. allenai/longformer-base-4096)
 
-`load_encoder(name)` asks each source in that order whether the name is its own. Every BERT-style
+`load_encoder(name)` asks each source in that order whether the name is its own. A checkpoint's
+config.json, tokenizer and weights are checked as they load (model_folder.py): a bad one is a
+one-line ModelLoadError naming its file. `check_model(name)` runs the checks that need no weights
+(a local folder's config.json and tokenizer), for a form to call before it starts a training job.
+Weights load in float32 whatever dtype the checkpoint was saved in: parameters stay float32 and
+mixed precision is the engine's (autocast). Every BERT-style
 encoder is loaded with the "peftviz" attention implementation (see attention.py), every
 Longformer as peftviz's `LongEncoder` (see longformer.py), and none with the pretrained pooler:
 the classification head pools for itself, and RoBERTa checkpoints ship no pooler weights.
@@ -25,50 +30,53 @@ number positions from padding_idx + 1, so roberta-base's 514 rows hold 512 token
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoTokenizer,
-    BertConfig,
-    LongformerConfig,
-    PreTrainedModel,
-    RobertaConfig,
-)
+from transformers import AutoModel, AutoTokenizer, BertConfig, LongformerConfig, PreTrainedModel, RobertaConfig
 from transformers.utils import logging as hf_logging
 
 from peftviz.attention import ATTN_IMPLEMENTATION, AttentionContext, key_padding_bias
 from peftviz.errors import ConfigError, ModelLoadError
 from peftviz.long_minilm import long_minilm_path, parse_long_minilm
 from peftviz.longformer import LongEncoder
+from peftviz.model_folder import (
+    BERT_LIKE_MODEL_TYPES,
+    SUPPORTED_MODEL_TYPES,
+    check_weights_fit,
+    check_weights_present,
+    first_line,
+    read_config,
+    read_tokenizer,
+    weights_label,
+)
+from peftviz.options import shown
 from peftviz.paths import minilm_path
 
-__all__ = ["DEFAULT_MODEL", "ENCODERS", "ModelLoadError", "check_max_length", "encode", "encoder_layers", "load_encoder",
-           "max_tokens", "tiny_encoder"]  # fmt: skip
+__all__ = ["BERT_LIKE_MODEL_TYPES", "DEFAULT_MODEL", "ENCODERS", "SUPPORTED_MODEL_TYPES", "ModelLoadError",
+           "check_max_length", "check_model", "encode", "encoder_layers", "load_encoder", "max_tokens",
+           "tiny_encoder"]  # fmt: skip
 
 DEFAULT_MODEL = "minilm"
 # Random tiny encoders built from config, tokenised with MiniLM's tokenizer: for tests and the smoke preset.
 TINY_MODELS = ("tiny-bert", "tiny-roberta", "tiny-longformer")
-# Model families whose self-attention dispatches through transformers' AttentionInterface with a
-# `layer_idx`, and whose layers live at `model.encoder.layer[i].attention`.
-BERT_LIKE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
-SUPPORTED_MODEL_TYPES = (*BERT_LIKE_MODEL_TYPES, "longformer")
 # pickled PyTorch weights, which are never loaded (transformers' WEIGHTS_NAME and WEIGHTS_INDEX_NAME)
 PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
 @dataclass(frozen=True)
 class EncoderSource:
-    """One place encoders come from: `owns(name)` says whether a name is its own, `load(name)` loads it."""
+    """One place encoders come from: `owns(name)` says whether a name is its own, `load(name)` loads it,
+    `check(name)` checks what it can without loading the weights (nothing, for a built-in encoder)."""
 
     name: str
     owns: Callable[[str], bool]
     load: Callable[[str], tuple]
+    check: Callable[[str], None] = lambda name: None
 
 
 def _is_long_minilm(name: str) -> bool:
@@ -90,13 +98,27 @@ def _load_tiny(name: str):
 
 
 def _looks_local(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or Path(name).exists()
+    try:
+        return name.startswith((".", "/", "~")) or Path(name).exists()
+    except OSError as err:  # a name too long for the file system (Path.exists raises ENAMETOOLONG)
+        raise ModelLoadError(f"model {shown(name)} is neither a folder nor a hub id: {err.strerror}") from None
+
+
+def _local_path(name: str) -> str:
+    """The folder as transformers is given it: `~` expanded (transformers would take it for a hub id)."""
+    return str(Path(name).expanduser()) if name.startswith("~") else name
+
+
+def _check_local(name: str):
+    """A local folder's config.json and tokenizer: (config, tokenizer)."""
+    if not (Path(name).expanduser() / "config.json").is_file():
+        raise ModelLoadError(f"model folder '{name}' does not exist or has no config.json")
+    config = read_config(_local_path(name), name)
+    return config, read_tokenizer(_local_path(name), name, config)
 
 
 def _load_local(name: str):
-    if not (Path(name).expanduser() / "config.json").is_file():
-        raise ModelLoadError(f"model folder '{name}' does not exist or has no config.json")
-    return _load_pretrained(name, name)
+    return _load_pretrained(_local_path(name), name, _check_local(name))
 
 
 ENCODERS: tuple[EncoderSource, ...] = (
@@ -105,7 +127,7 @@ ENCODERS: tuple[EncoderSource, ...] = (
     ),
     EncoderSource("long-minilm[-w<window>]", _is_long_minilm, _load_long_minilm),
     EncoderSource("tiny-bert | tiny-roberta | tiny-longformer", lambda name: name in TINY_MODELS, _load_tiny),
-    EncoderSource("a local folder", _looks_local, _load_local),
+    EncoderSource("a local folder", _looks_local, _load_local, _check_local),
     EncoderSource("a hub id", lambda name: True, lambda name: _load_pretrained(name, name)),
 )
 
@@ -118,6 +140,13 @@ def load_encoder(name_or_path: str = DEFAULT_MODEL):
     encoder, tokenizer = source.load(name_or_path)
     encoder.peftviz_name = name_or_path
     return encoder, tokenizer
+
+
+def check_model(name_or_path: str = DEFAULT_MODEL) -> None:
+    """Raise ModelLoadError for what can be known of a model without its weights: a local folder's
+    config.json and tokenizer (a hub id is checked when it loads). Cheap: for a form to call before it
+    starts a training job."""
+    next(source for source in ENCODERS if source.owns(name_or_path)).check(name_or_path)
 
 
 def max_tokens(encoder) -> int:
@@ -141,39 +170,45 @@ def check_max_length(encoder, max_length: int, method_positions: int = 0) -> Non
     raise ConfigError(f"max_length {max_length}{plus} is beyond {name}'s {available} positions")
 
 
-def _check_supported(model_type: str, name: str) -> None:
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ModelLoadError(
-            f"model '{name}' is a {model_type!r} model; peftviz supports {', '.join(SUPPORTED_MODEL_TYPES)}"
-        )
-
-
-def _load_pretrained(path: str, name: str):
-    """(encoder, tokenizer) from a checkpoint folder or hub id; `name` is what the user wrote."""
+def _load_pretrained(path: str, name: str, checked: tuple | None = None):
+    """(encoder, tokenizer) from a checkpoint folder or hub id; `name` is what the user wrote.
+    `checked`: the (config, tokenizer) a local folder's checks already read."""
     hf_logging.set_verbosity_error()  # the load report lists the unused pooler weights: noise here
     hf_logging.disable_progress_bar()
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(
-            f"cannot load model '{name}': not a local folder, and not reachable on the Hugging Face hub "
-            f"({type(err).__name__})"
-        ) from err
-    _check_supported(config.model_type, name)
+    if checked is None:
+        config = read_config(path, name)
+        checked = config, read_tokenizer(path, name, config)
+    config, tokenizer = checked
+    return _load_weights(path, name, config), tokenizer
+
+
+def _load_weights(path: str, name: str, config) -> PreTrainedModel:
+    """The encoder with the checkpoint's weights, after a load on the meta device (nothing allocated,
+    whatever sizes config.json claims) has shown that they fit the model config.json describes."""
     _refuse_pickled(path, name)
+    check_weights_present(path, name)
+    if config.model_type == "longformer":
+        model_class, extra = LongEncoder, {}
+    else:
+        model_class, extra = AutoModel, {"add_pooling_layer": False, "attn_implementation": ATTN_IMPLEMENTATION}
+    load = functools.partial(
+        model_class.from_pretrained, path, config=config, use_safetensors=True, dtype=torch.float32, **extra
+    )
     try:
-        if config.model_type == "longformer":
-            encoder = LongEncoder.from_pretrained(path, use_safetensors=True)
-        else:
-            encoder = AutoModel.from_pretrained(
-                path, add_pooling_layer=False, attn_implementation=ATTN_IMPLEMENTATION, use_safetensors=True
-            )
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        _, info = load(device_map="meta", ignore_mismatched_sizes=True, output_loading_info=True)
     except (OSError, ValueError, SafetensorError) as err:  # SafetensorError: a damaged weights file
-        if not _looks_local(name) and "does not appear to have a file named" in str(err):  # no safetensors on the hub
-            raise ModelLoadError(_pickled_message(name)) from err
-        raise ModelLoadError(f"cannot load the weights or tokenizer of '{name}': {_first_line(err)}") from err
-    return encoder, tokenizer
+        raise _weights_error(path, name, err) from err
+    check_weights_fit(info, path, config)
+    try:
+        return load()
+    except (OSError, ValueError, SafetensorError) as err:
+        raise _weights_error(path, name, err) from err
+
+
+def _weights_error(path: str, name: str, err: Exception) -> ModelLoadError:
+    if not _looks_local(name) and "does not appear to have a file named" in str(err):  # no safetensors on the hub
+        return ModelLoadError(_pickled_message(name))
+    return ModelLoadError(f"cannot load the weights of '{name}' ({weights_label(path)}): {first_line(err)}")
 
 
 def _refuse_pickled(path: str, name: str) -> None:
@@ -202,11 +237,6 @@ def _pickled_message(name: str) -> str:
         f"model '{name}' has no safetensors weights, only pickled PyTorch ones (pytorch_model.bin), which peftviz "
         f'does not load: unpickling can run code. If you trust the file, convert it once: python -c "{command}"{then}'
     )
-
-
-def _first_line(err: Exception) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else type(err).__name__
 
 
 def encode(encoder, input_ids, attention_mask, token_type_ids, ctx: AttentionContext, n_prefix_queries: int):

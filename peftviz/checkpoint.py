@@ -7,7 +7,8 @@ next epoch reads:
     optimizer.<i>.<key>      AdamW's state of parameter i: step, exp_avg, exp_avg_sq
     rng.torch, rng.cuda.<d>  the global generators (dropout)
     rng.loader               the training loader's generator (the next epoch's batch order)
-    metadata                 epoch; the optimizer's param groups and the scheduler's state as JSON
+    metadata                 epoch; the optimizer's param groups and the scheduler's state as JSON;
+                             under fp16, the loss scaler's state (scale, growth tracker, settings) as JSON
 
 Restored into a model, optimizer, scheduler and loader built from the same config, the next epoch
 repeats bit for bit what the uninterrupted run would have done. torch's own `torch.save` would
@@ -43,6 +44,8 @@ def training_state(epoch: int, prepared) -> tuple[dict[str, torch.Tensor], dict[
         "param_groups": json.dumps(saved["param_groups"]),
         "scheduler": json.dumps(prepared.scheduler.state_dict()),
     }
+    if prepared.scaler is not None and prepared.scaler.is_enabled():  # fp16: the scale the next step uses
+        metadata["scaler"] = json.dumps(prepared.scaler.state_dict())
     return tensors, metadata
 
 
@@ -54,6 +57,7 @@ def read_state(path) -> tuple[int, dict[str, torch.Tensor], dict[str, str]]:
     epoch = schema.stored_epoch(header, FILE)
     if epoch is None:
         raise schema.Corrupt(FILE, "metadata epoch is missing")
+    schema.scaler_state(header["__metadata__"], FILE)  # a damaged entry is refused before anything is restored
     try:
         with safe_open(str(path), framework="pt") as f:
             names = f.keys()  # safe_open is not a dict: no iteration over it
@@ -72,11 +76,21 @@ def restore(tensors: dict, metadata: dict, prepared) -> None:
         prepared.scheduler.load_state_dict(json.loads(metadata["scheduler"]))
     except (KeyError, ValueError, RuntimeError) as err:
         raise RunError(f"{FILE} does not fit the run's model: {str(err).splitlines()[0]}") from None
+    _restore_scaler(metadata, prepared.scaler)
     torch.set_rng_state(tensors["rng.torch"])
     prepared.generator.set_state(tensors["rng.loader"])
     cuda = sorted(name for name in tensors if name.startswith("rng.cuda."))
     if cuda and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([tensors[name] for name in cuda])
+
+
+def _restore_scaler(metadata: dict, scaler) -> None:
+    """The loss scale where the run scales its loss (fp16). A file without one (bf16 and fp32 runs, older
+    files) leaves the fresh scaler, which finds its scale again within a few skipped steps; a stored
+    state with no scaler to take it has no use."""
+    state = schema.scaler_state(metadata, FILE)
+    if state is not None and scaler is not None:
+        scaler.load_state_dict(state)
 
 
 def _optimizer_state(tensors: dict) -> dict[int, dict]:

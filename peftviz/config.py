@@ -40,6 +40,11 @@ MAX_SEED = 2**32 - 1  # numpy's seeds (np.random.seed, the data split) stop at 2
 MAX_LIMIT = 10**9  # examples per split: more than any dataset (data.py reads at most 10^6 rows); None: no limit
 MAX_LEARNING_RATE = 10.0  # AdamW diverges long before; the papers' grids stop at 5e-2 (prompt tuning: 0.3)
 MAX_WEIGHT_DECAY = 1.0  # AdamW shrinks each weight by lr x decay per step; the usual values are 0-0.1
+# A run's folder is named after its label (lowercased, every other character a "-": at most two per
+# character, as "İ".lower() is two) and a 23-character time stamp, and is built under a temporary name
+# 22 characters longer: 2 x 80 + 23 + 22 stays within the 255 bytes of a file name on every common
+# file system. 80 characters is a sentence of a name; a picker shows far less.
+MAX_LABEL_CHARS = 80
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
@@ -47,7 +52,7 @@ DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 class TrainConfig(Options):
     method: str = option(DEFAULT_METHOD, "tuning method", choices=METHODS)
     method_options: dict[str, Any] = field(default_factory=dict, metadata={"help": "the method's own options"})
-    label: str = option("", "display name of the run (default: the method)")
+    label: str = option("", "display name of the run (default: the method)", max_chars=MAX_LABEL_CHARS)
     model: str = option(
         "minilm",
         "encoder: 'minilm' (offline default); 'long-minilm' or 'long-minilm-w<window>', a Longformer built from "
@@ -125,7 +130,9 @@ class TrainConfig(Options):
     @classmethod
     def from_stored(cls, record: dict) -> TrainConfig:
         """config.json -> TrainConfig. Runs from earlier versions: `data_seed` was the training seed,
-        `average_heads` was a run setting before it became the method's option, and runs trained in fp32."""
+        `average_heads` was a run setting before it became the method's option, and runs trained in fp32.
+        Every run stored its model: a record without one is refused (after its settings are checked)
+        rather than given the default, whose parameters the run's would not fit."""
         if not isinstance(record, dict):
             raise ConfigError(f"config.json holds a {type(record).__name__}, not an object")
         if "method" not in record:  # a run's settings are what it stored: no default stands in for its method
@@ -138,7 +145,13 @@ class TrainConfig(Options):
             raise ConfigError(f"average_heads must be true or false, not {shown(average_heads)}")
         if average_heads and isinstance(values.get("method_options", {}), dict):
             values["method_options"] = {**values.get("method_options", {}), "average_heads": True}
-        return cls.from_dict(values)
+        config = cls.from_dict(values)
+        if "model" not in record:
+            raise ConfigError(
+                "the run names no model: config.json has no 'model' setting, and no default can stand in "
+                "(the run's parameters fit only the encoder it trained)"
+            )
+        return config
 
     def validate(self) -> None:
         self.method_class.config_class.from_dict(self.method_options)  # raises on a bad option

@@ -100,6 +100,8 @@ def load_trained(
     method: rebuild under another method whose parameters have the same names (prefix-propagation's
     load into the kernel form for the α sweep). optional: tensors the run may lack.
     """
+    if run.config is None:  # a corrupt run: its settings cannot be read (e.g. its config.json lost the model)
+        raise RunError(f"run {run.name}: {run.error}")
     config = run.config
     encoder, tokenizer = load_encoder(config.model)
     links = config.method_class.run_links  # options naming other runs: the params hold the result

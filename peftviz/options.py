@@ -19,7 +19,8 @@ construction, whatever its source, in this order, and the first problem raises a
 3. range: the bounds given to `option(...)`: `at_least=`/`above=` and `at_most=`/`below=`
    (inclusive and exclusive). Every number a run uses to size something (lengths, widths,
    counts) has an upper bound too, so that a typo (a prefix of 10^6) is refused before any memory
-   is allocated; each bound is explained where the field is declared;
+   is allocated; each bound is explained where the field is declared. A string may have a length
+   bound, `max_chars=` (a label that names a folder must fit a file name);
 4. `validate()`: the class's own rules across fields (e.g. a batch size dividing another).
 
 A field is declared with `option(default, help, ...)`, so a new method states its types and
@@ -50,10 +51,11 @@ def option(
     at_most: float | None = None,
     below: float | None = None,
     finite: bool = True,
+    max_chars: int | None = None,
 ):
     """A settings field with help text (shown by the CLI and the app) and, optionally, its choices and
     bounds: `at_least`/`above` (inclusive/exclusive lower), `at_most`/`below` (inclusive/exclusive
-    upper). A float field is finite unless `finite=False`."""
+    upper), `max_chars` (a string's length). A float field is finite unless `finite=False`."""
     metadata: dict[str, Any] = {"help": help}
     if choices is not None:
         metadata["choices"] = choices
@@ -62,6 +64,8 @@ def option(
         metadata["bounds"] = bounds
     if not finite:
         metadata["finite"] = False
+    if max_chars is not None:
+        metadata["max_chars"] = max_chars
     return field(default=default, metadata=metadata)
 
 
@@ -214,6 +218,7 @@ class Options:
         self._check_types()
         self._check_choices()
         self._check_bounds()
+        self._check_lengths()
         try:
             self.validate()
         except ConfigError:
@@ -240,6 +245,12 @@ class Options:
             value = getattr(self, name)
             if value is not None and value not in bounds:
                 raise ConfigError(f"{name} must be {bounds}, not {shown(value)}")
+
+    def _check_lengths(self) -> None:
+        for name, limit in self.max_chars().items():
+            value = getattr(self, name)
+            if value is not None and len(value) > limit:
+                raise ConfigError(f"{name} must be at most {limit} characters, not {len(value)}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -277,6 +288,11 @@ class Options:
     def bounds(cls) -> dict[str, Bounds]:
         """Fields with a range: name -> its Bounds (what the CLI or a form could state or enforce)."""
         return {f.name: f.metadata["bounds"] for f in fields(cls) if "bounds" in f.metadata}
+
+    @classmethod
+    def max_chars(cls) -> dict[str, int]:
+        """String fields with a length bound: name -> the most characters they take."""
+        return {f.name: f.metadata["max_chars"] for f in fields(cls) if "max_chars" in f.metadata}
 
     @classmethod
     def types(cls) -> dict[str, type]:

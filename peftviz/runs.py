@@ -448,8 +448,8 @@ def load_run(path: Path) -> Run:
     try:
         record = schema.read_json(path / "config.json", "config.json", schema.JSON_LIMITS["config.json"])
         config = _stored_config(record)
-    except RunError as err:
-        return Run(path, "corrupt", error=str(err), record=record if isinstance(record, dict) else {})
+    except RunError as err:  # a listing still sorts and names the run by what of its record reads
+        return Run(path, "corrupt", error=str(err), record=schema.readable_record(record))
     for _ in range(READ_ATTEMPTS):
         seen, run = run_signature(path), Run(path, "incomplete", config, record=record)
         try:

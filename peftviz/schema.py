@@ -7,17 +7,20 @@ within its limit, npz and safetensors headers against the file's size) and check
 `runs.load_run` turns it into a run with status "corrupt", which every page and the CLI list.
 
     config.json         a TrainConfig (`TrainConfig.from_stored` checks each setting) plus the record:
-                        label_names (>= 2 distinct strings), parameters (name -> count),
+                        label_names (>= 2 distinct strings), parameters (name -> count <= MAX_COUNT),
                         environment (an object), data_sha256 (64 hex digits or null; optional)
     metrics.jsonl       one object per line: epoch (1, 2, ... in order), every other value a number
     summary.json        status "complete" or "failed"; error (text); params_epoch (the epoch the
                         parameters belong to); test and other evaluations (name -> number)
     predictions/*.npz   probs (N, C) float32/64, labels (N,) integer; C = len(label_names)
     params.safetensors  header checked against the file; metadata "epoch" = the epoch it holds
-    resume.safetensors  metadata "epoch": the training state at the end of that epoch
+    resume.safetensors  metadata "epoch": the training state at the end of that epoch; under fp16
+                        also "scaler": the loss scaler's state as JSON (`scaler_state`)
     writer.lock         while a process writes the run (runs.WriterLock); read only to ask whether
                         the writer lives, never trusted beyond its host name
     analysis/*.json     analysis caches; a bad cache is ignored and computed again
+    analysis/alpha_sweep.json  the α sweeps (`analysis.kernel`): format, and per α list its
+                        alphas, best_epoch and rows (`check_alpha_sweep`); a bad sweep is computed again
     analysis/estimates/*.npz  a cache of estimates (`analysis.estimates`): key (a 64-hex string),
                         value__<metric> () float64 and draws__<metric> (R,) float64 per metric
 
@@ -49,6 +52,7 @@ SAFETENSORS_HEADER_LIMIT = 64 * MB
 SHA256 = re.compile(r"[0-9a-f]{64}")
 EVALUATION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # "test", "averaged", "averaged_test", "epoch_3"
 FLOAT_KINDS, INT_KINDS = "f", "iu"
+MAX_COUNT = 10**15  # a parameter count: the largest models have ~10^12; a huge count would overflow a float
 ROW_SUM_TOLERANCE = 1e-4  # float32 softmax rows sum to 1 within ~1e-6 per class
 SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1}
 SAFETENSORS_BYTES |= {"BOOL": 1, "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1}
@@ -81,11 +85,13 @@ def number(value, file: str, field: str) -> float:
     return value
 
 
-def integer(value, file: str, field: str, low: int = 0) -> int:
+def integer(value, file: str, field: str, low: int = 0, high: int | None = None) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise Corrupt(file, f"{field} must be an integer, not {_shown(value)}")
     if value < low:
-        raise Corrupt(file, f"{field} must be at least {low}, not {value}")
+        raise Corrupt(file, f"{field} must be at least {low}, not {_shown(value)}")
+    if high is not None and value > high:
+        raise Corrupt(file, f"{field} must be at most {high}, not {_shown(value)}")
     return value
 
 
@@ -108,8 +114,8 @@ def numbers(value, file: str, field: str) -> dict[str, float]:
 
 
 def counts(value, file: str, field: str) -> dict[str, int]:
-    """An object of name -> integer >= 0 (parameter counts)."""
-    return each_value(value, file, field, integer)
+    """An object of name -> integer in [0, MAX_COUNT] (parameter counts)."""
+    return each_value(value, file, field, functools.partial(integer, high=MAX_COUNT))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,19 +153,47 @@ def read_json_lines(path: Path, file: str, limit: int) -> list:
 # the records
 
 
+def _label_names(names, file: str, field: str) -> None:
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise Corrupt(file, f"{field} must be a list of strings, not {_shown(names)}")
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise Corrupt(file, f"{field} must be at least two distinct names, not {_shown(names)}")
+
+
+def _data_sha256(digest, file: str, field: str) -> None:
+    if digest is not None and not (isinstance(digest, str) and SHA256.fullmatch(digest)):
+        raise Corrupt(file, f"{field} must be 64 hex digits or null, not {_shown(digest)}")
+
+
+# what config.json records besides the settings: field -> (its value when absent, its check)
+RECORD_FIELDS = {
+    "label_names": (None, _label_names),
+    "parameters": ({}, counts),
+    "environment": ({}, mapping),
+    "data_sha256": (None, _data_sha256),  # runs from before it was recorded, and hub data, have none
+}
+
+
 def check_record(record: dict) -> None:
     """What config.json holds besides the settings."""
-    file = "config.json"
-    names = record.get("label_names")
-    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        raise Corrupt(file, f"label_names must be a list of strings, not {_shown(names)}")
-    if len(names) < 2 or len(set(names)) != len(names):
-        raise Corrupt(file, f"label_names must be at least two distinct names, not {_shown(names)}")
-    counts(record.get("parameters", {}), file, "parameters")
-    mapping(record.get("environment", {}), file, "environment")
-    digest = record.get("data_sha256")  # runs from before it was recorded, and hub data, have none
-    if digest is not None and not (isinstance(digest, str) and SHA256.fullmatch(digest)):
-        raise Corrupt(file, f"data_sha256 must be 64 hex digits or null, not {_shown(digest)}")
+    for name, (absent, check) in RECORD_FIELDS.items():
+        check(record.get(name, absent), "config.json", name)
+
+
+def readable_record(record) -> dict:
+    """config.json of a corrupt run as far as a listing may read it: the recorded fields that fail
+    their check left out, so that the row showing why the run is corrupt cannot fail on them."""
+    if not isinstance(record, dict):
+        return {}
+    return {name: value for name, value in record.items() if name not in RECORD_FIELDS or _passes(name, value)}
+
+
+def _passes(name: str, value) -> bool:
+    try:
+        RECORD_FIELDS[name][1](value, "config.json", name)
+    except Corrupt:
+        return False
+    return True
 
 
 def check_metrics(lines: list) -> list[dict]:
@@ -336,6 +370,47 @@ def read_estimates(path: Path, key: str, n_resamples: int) -> dict[str, tuple[fl
     return {metric: (float(parts["value"]), parts["draws"]) for metric, parts in metrics.items()}
 
 
+SWEEP_RANGES = {"accuracy": (0.0, 1.0), "ece": (0.0, 1.0), "nll": (0.0, math.inf)}  # a row's metrics
+
+
+def read_alpha_sweeps(path: Path, file_format: int) -> dict:
+    """The sweeps of an α-sweep cache (`analysis.kernel`) by α-list key, each still to check
+    (`check_alpha_sweep`); {} for a file of another format."""
+    file = "analysis/alpha_sweep.json"
+    stored = mapping(read_json(path, file, ANALYSIS_LIMIT), file, "the file")
+    if stored.get("format") != file_format:
+        return {}
+    return mapping(stored.get("sweeps", {}), file, "sweeps")
+
+
+def check_alpha_sweep(entry, key: str, exact: str) -> dict:
+    """One sweep of the α-sweep cache: {"alphas": [α > 0, ...], "best_epoch": n >= 1, "rows"}, whose
+    rows are one per α in order, then the one under the exact λ(C) (alpha `exact`), each with
+    accuracy, ece and nll in SWEEP_RANGES. Corrupt names the sweep and the row."""
+    file = "analysis/alpha_sweep.json"
+    mapping(entry, file, key)
+    integer(entry.get("best_epoch"), file, f"{key}: best_epoch", low=1)
+    alphas = entry.get("alphas")
+    # α > 0 and finite: the page draws them on a log axis
+    if not isinstance(alphas, list) or not all(_is_number(a) and 0 < a < math.inf for a in alphas):
+        raise Corrupt(file, f"{key}: alphas must be a list of numbers > 0, not {_shown(alphas)}")
+    rows = entry.get("rows")
+    if not isinstance(rows, list) or len(rows) != len(alphas) + 1:
+        raise Corrupt(file, f"{key}: rows must be a list of {len(alphas) + 1} rows: one per α, then the exact λ(C)")
+    for index, (row, alpha) in enumerate(zip(rows, [*alphas, exact])):
+        _check_sweep_row(row, alpha, file, f"{key}: row {index + 1}")
+    return entry
+
+
+def _check_sweep_row(row, alpha, file: str, where: str) -> None:
+    if mapping(row, file, where).get("alpha") != alpha:
+        raise Corrupt(file, f"{where}: alpha must be {_shown(alpha)}, not {_shown(row.get('alpha'))}")
+    for name, (low, high) in SWEEP_RANGES.items():
+        value = number(row.get(name), file, f"{where}: {name}")
+        if not low <= value <= high:  # NaN fails too
+            raise Corrupt(file, f"{where}: {name} must be in [{low}, {high}], not {_shown(value)}")
+
+
 # ---------------------------------------------------------------------------------------------
 # safetensors
 
@@ -385,3 +460,35 @@ def stored_epoch(header: dict, file: str) -> int | None:
     if not isinstance(text, str) or not text.isdigit() or int(text) < 1:
         raise Corrupt(file, f"metadata epoch must be a whole number >= 1, not {_shown(text)}")
     return int(text)
+
+
+# fp16's loss scaler (torch.amp.GradScaler.state_dict): name -> (what it must be, the test); counts apart
+SCALER_NUMBERS = {
+    "scale": ("a number > 0", lambda value: 0 < value < math.inf),
+    "growth_factor": ("a number > 1", lambda value: 1 < value < math.inf),
+    "backoff_factor": ("in (0, 1)", lambda value: 0 < value < 1),
+}
+SCALER_COUNTS = {"growth_interval": 1, "_growth_tracker": 0}  # name -> its least value
+
+
+def scaler_state(metadata: dict, file: str) -> dict | None:
+    """The loss scaler's state stored in a resume file's metadata ("scaler", JSON), every field checked;
+    None where there is none: bf16 and fp32 runs scale no loss, and older files did not keep it."""
+    text = metadata.get("scaler")
+    if text is None:
+        return None
+    field = "metadata scaler"
+    if not isinstance(text, str):  # safetensors metadata holds text only
+        raise Corrupt(file, f"{field} must be JSON text, not {_shown(text)}")
+    try:
+        state = json.loads(text)
+    except ValueError as err:
+        raise Corrupt(file, f"{field} is not JSON ({getattr(err, 'msg', err)})") from None
+    mapping(state, file, field)
+    for name, (what, within) in SCALER_NUMBERS.items():
+        value = state.get(name)
+        if not (_is_number(value) and within(value)):  # NaN fails every comparison
+            raise Corrupt(file, f"{field}.{name} must be {what}, not {_shown(value)}")
+    for name, low in SCALER_COUNTS.items():
+        integer(state.get(name), file, f"{field}.{name}", low=low)
+    return state

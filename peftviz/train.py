@@ -115,6 +115,7 @@ class Prepared:
     runner: torch.nn.Module | None = None  # the model wrapped for data parallelism (itself in one process)
     optimizer: torch.optim.Optimizer | None = None
     scheduler: object = None
+    scaler: torch.amp.GradScaler | None = None  # fp16's loss scaler (Accelerate's), which the resume state keeps
 
 
 class Trainer:
@@ -174,7 +175,8 @@ class Trainer:
         runner, optimizer, scheduler, train_loader, eval_loaders = self.engine.prepare(
             model, optimizer, scheduler, train_loader, eval_loaders
         )
-        return Prepared(model, train_loader, eval_loaders, recorded, generator, runner, optimizer, scheduler)
+        scaler = self.engine.accelerator.scaler  # None but under fp16
+        return Prepared(model, train_loader, eval_loaders, recorded, generator, runner, optimizer, scheduler, scaler)
 
     def _restore(self, run: Run, prepared: Prepared, writer: RunWriter) -> int:
         """Load the resume state; drop the metrics lines after it; returns the epoch to continue from.

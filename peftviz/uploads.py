@@ -35,10 +35,11 @@ def upload_path(name: str, content: bytes) -> Path:
     return uploads_dir() / f"{hashlib.sha256(content).hexdigest()[:16]}{suffix}"
 
 
-def store_upload(name: str, content: bytes) -> Path:
-    """Store an uploaded file by its content (once); returns its path in `uploads_dir()`."""
-    if len(content) > UPLOAD_LIMIT:
-        raise DataError(f"upload {name!r} is {len(content) / MB:.0f} MB; the limit is {UPLOAD_LIMIT // MB} MB")
+def store_upload(name: str, content: bytes, limit: int = UPLOAD_LIMIT) -> Path:
+    """Store an uploaded file by its content (once); returns its path in `uploads_dir()`.
+    limit: the largest upload in bytes (a shared server's is smaller: `peftviz.policy`)."""
+    if len(content) > limit:
+        raise DataError(f"upload {name!r} is {len(content) / MB:.1f} MB; the limit is {limit / MB:g} MB")
     path = upload_path(name, content)
     if not (path.is_file() and not path.is_symlink() and path.stat().st_size == len(content)):
         path.parent.mkdir(parents=True, exist_ok=True)

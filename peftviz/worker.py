@@ -29,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -37,10 +38,17 @@ from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError, TrainingError
 
 COMMAND = [sys.executable, "-m", "peftviz.worker"]  # a test swaps it for a child that dies
+# Training yields the CPU to the server: pages stay responsive while a job trains, and a job alone
+# on the machine trains as fast as before (niceness only orders who runs when both want a core).
+NICENESS = 10
 
 
-def compare_in_process(configs: list[TrainConfig], runs_dir: Path, progress) -> list:
-    """`train.compare(configs, runs_dir, progress)`, run in a child process; returns its runs.
+def compare_in_process(
+    configs: list[TrainConfig], runs_dir: Path, progress, resume=(), stoppable: Callable | None = None
+) -> list:
+    """Continue the incomplete runs `resume` (their folders), then `train.compare(configs, runs_dir,
+    progress)`, in a child process; returns the runs. `stoppable(stop)` is handed a function that
+    stops the child (a cancelled job): its run is left incomplete, as a killed run.
 
     Raises the PeftvizError the child raised (its class and first line), or a TrainingError if
     the child died without a word (killed, out of memory).
@@ -48,10 +56,18 @@ def compare_in_process(configs: list[TrainConfig], runs_dir: Path, progress) -> 
     from peftviz.runs import load_run
     from peftviz.train import Progress
 
-    settings = json.dumps({"configs": [config.to_dict() for config in configs], "runs_dir": str(runs_dir)})
+    settings = json.dumps(
+        {
+            "configs": [config.to_dict() for config in configs],
+            "runs_dir": str(runs_dir),
+            "resume": list(map(str, resume)),
+        }
+    )
     child = subprocess.Popen(
         [*COMMAND, str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_child_env()
     )
+    if stoppable is not None:
+        stoppable(child.terminate)
     try:
         _send(child, settings)
         for line in child.stdout:  # ends at EOF: the child is gone
@@ -107,8 +123,10 @@ def _answer(channel, message: dict) -> None:
 def main(parent: int) -> None:
     """The child: read settings from stdin, train, answer on the stdout it was given."""
     channel = os.fdopen(os.dup(1), "w")
+    os.nice(NICENESS)
     os.dup2(2, 1)  # stray prints (libraries, warnings) go to stderr, never into the answers
-    from peftviz.train import compare
+    from peftviz.runs import load_run
+    from peftviz.train import compare, resume
 
     def report(event) -> None:
         if os.getppid() != parent:  # the server is gone: stop like a killed run, resumable from the CLI
@@ -118,7 +136,9 @@ def main(parent: int) -> None:
     try:
         settings = json.loads(sys.stdin.read())
         configs = [TrainConfig.from_dict(values) for values in settings["configs"]]
-        runs = compare(configs, Path(settings["runs_dir"]), report)
+        runs = [resume(load_run(Path(path)), report) for path in settings.get("resume", [])]
+        if configs:
+            runs += compare(configs, Path(settings["runs_dir"]), report)
         _answer(channel, {"runs": [str(run.path) for run in runs]})
     except PeftvizError as err:
         first_line = str(err).splitlines()[0] if str(err) else type(err).__name__

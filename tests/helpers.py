@@ -127,3 +127,30 @@ def two_level_by_hand(draws: np.ndarray, seed: int = 0) -> np.ndarray:
     n_seeds, n_resamples = draws.shape
     rows = np.random.default_rng([seed, 1, 0]).integers(0, n_seeds, size=(n_resamples, n_seeds))
     return np.array([draws[rows[r], r].mean() for r in range(n_resamples)])
+
+
+# ---------------------------------------------------------------- tiny model folders
+
+TINY_WORDS = ("the", "news", "sport", "film", "bank", *"abcdefghijklmnopqrstuvwxyz")
+
+
+def tiny_tokenizer(family: str = "bert"):
+    """A real tokenizer of a few dozen tokens: BERT's WordPiece, or RoBERTa's byte-level BPE (RoBERTa, Longformer)."""
+    from transformers import BertTokenizer, RobertaTokenizer
+
+    if family == "bert":
+        words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *TINY_WORDS, *(f"##{c}" for c in TINY_WORDS[5:])]
+        return BertTokenizer(vocab={word: i for i, word in enumerate(words)})
+    words = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", *TINY_WORDS, "Ġ", "th", "Ġthe"]
+    merges = [("t", "h"), ("th", "e"), ("Ġ", "the")]
+    return RobertaTokenizer(vocab={word: i for i, word in enumerate(words)}, merges=merges)
+
+
+def tiny_model_folder(folder, family: str = "bert", seed: int = 0):
+    """A model folder as `save_pretrained` writes one: config.json, model.safetensors and a tiny tokenizer's
+    files (tokenizer.json, tokenizer_config.json), usable as `TrainConfig.model`. Returns the folder."""
+    tokenizer = tiny_tokenizer("bert" if family == "bert" else "roberta")
+    encoder = tiny_encoder(family, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, seed=seed)
+    encoder.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -40,7 +40,8 @@ def test_attention_equals_transformers_longformer_with_global_first_token():
 
 def test_a_saved_longformer_folder_loads_as_peftviz_encoder(tmp_path):
     """What `allenai/longformer-base-4096` does by name: a Longformer checkpoint loads unchanged."""
-    reference = LongformerModel(tiny_encoder("longformer", window=WINDOW).config, add_pooling_layer=False).eval()
+    config = tiny_encoder("longformer", window=WINDOW, vocab_size=30522).config  # MiniLM's tokenizer's ids
+    reference = LongformerModel(config, add_pooling_layer=False).eval()
     reference.save_pretrained(tmp_path)
     from transformers import AutoTokenizer
 

@@ -14,6 +14,7 @@ from peftviz.figures import attention as figures
 from peftviz.inference import load_trained
 from peftviz.longformer import BandedAttention
 from peftviz.runs import list_runs
+from tests.build_counts import count_calls, private_store
 from tests.helpers import charts, give_params_a_wrong_shape, plotly_array
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -430,3 +431,27 @@ def test_page_picker_tells_the_seeds_of_a_group_apart(app_seeds_store):
     shown = plotly_array(charts(at)["grid"]["data"][0]["z"])
     np.testing.assert_allclose(shown, grids[1], atol=1e-6)  # the seed-1 run's attention, not seed 0's
     assert not np.allclose(grids[0], grids[1], atol=1e-4)
+
+
+def test_a_second_reader_draws_the_first_readers_figures_without_building_them(smoke_store, tmp_path, monkeypatch):
+    """appkit.shared: another session on the same run and document builds nothing; a layer and head
+    of its own builds the two figures that show one head, not the λ(C) grid and profile."""
+    private_store(smoke_store, tmp_path, monkeypatch)
+    built = count_calls(monkeypatch, figures, "prefix_mass_grid_figure", "prefix_mass_profile_figure",
+                        "token_heatmap_figure", "prefix_rows_figure")  # fmt: skip
+    first = AppTest.from_file(PAGE, default_timeout=60).run()
+    select_run(first, "prefix-propagation")
+    assert_clean(first)
+    once = dict(built)
+    assert once["prefix_rows_figure"] >= 1 and all(count <= 2 for count in once.values())  # the default run, then this
+
+    second = AppTest.from_file(PAGE, default_timeout=60).run()
+    select_run(second, "prefix-propagation")
+    assert_clean(second)
+    assert built == once  # nothing built again
+    assert charts(second) == charts(first)
+
+    widget(second.selectbox, "Layer").select_index(1).run()
+    assert_clean(second)
+    assert built == {**once, "token_heatmap_figure": once["token_heatmap_figure"] + 1,
+                     "prefix_rows_figure": once["prefix_rows_figure"] + 1}  # fmt: skip

@@ -5,6 +5,7 @@ all confidences sit in one equal-width bin. That is fine for what is checked her
 identities, figure data against tables); the equal-mass scheme spreads them over every bin.
 """
 
+import os
 import shutil
 from pathlib import Path
 
@@ -15,9 +16,11 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz import calibration, estimators
 from peftviz.analysis import calibration as analysis
+from peftviz.analysis import comparison as cmp
 from peftviz.config import TrainConfig
 from peftviz.figures import calibration as figures
 from peftviz.runs import Run, RunError, group_runs, list_runs, load_run
+from tests.build_counts import count_calls, private_store
 from tests.helpers import charts, plotly_array, seed_values_and_draws, two_level_by_hand
 from tests.test_calibration import bins_by_hand, scipy_wilson
 
@@ -460,3 +463,42 @@ def test_a_figures_csv_holds_every_drawn_point(run):
         "format": "png", "filename": "ece-per-epoch", "scale": 2}  # fmt: skip
     with pytest.raises(ValueError):
         toolbar_config("x", "jpeg")
+
+
+FIGURE_BUILDERS = ("reliability_figure", "smooth_reliability_figure", "ece_over_epochs_figure", "differences_figure",
+                   "recalibration_figure")  # fmt: skip
+
+
+def test_a_second_reader_draws_the_first_readers_figures_and_tables_without_building_them(
+    smoke_store, tmp_path, monkeypatch
+):
+    """appkit.shared: what one session built, the next session (another reader) draws as it is; a
+    widget change builds only what depends on it; a run that changes is drawn anew."""
+    store = private_store(smoke_store, tmp_path, monkeypatch)
+    built = count_calls(monkeypatch, figures, *FIGURE_BUILDERS)
+    compared = count_calls(monkeypatch, cmp, "compare_estimates")
+    first = AppTest.from_file(PAGE, default_timeout=300).run()
+    assert not first.exception and not first.error
+    once = {"reliability_figure": 6, "smooth_reliability_figure": 1, "ece_over_epochs_figure": 1,
+            "differences_figure": 1, "recalibration_figure": 1}  # fmt: skip
+    assert built == once and compared == {"compare_estimates": 1}
+
+    second = AppTest.from_file(PAGE, default_timeout=300).run()
+    assert not second.exception and not second.error
+    assert built == once and compared == {"compare_estimates": 1}  # nothing built again
+    assert charts(second) == charts(first)  # the same figures, unchanged by the first session's drawing
+    assert table(second, "unit").equals(table(first, "unit")) and table(second, "pair").equals(table(first, "pair"))
+
+    second.slider(key="calibration_bins").set_value(15).run()  # binned diagrams, binned ECE, the comparison
+    assert not second.exception and not second.error
+    assert built["reliability_figure"] == 12 and built["ece_over_epochs_figure"] == 2
+    assert compared == {"compare_estimates": 2}
+    assert built["smooth_reliability_figure"] == 1  # no bins: not built again
+
+    run = store / first.multiselect(key="calibration_units_False").value[0]  # a run the page draws
+    later = (run / "metrics.jsonl").stat().st_mtime + 5
+    os.utime(run / "metrics.jsonl", (later, later))  # as when a run finishes an epoch
+    third = AppTest.from_file(PAGE, default_timeout=300).run()
+    assert not third.exception and not third.error
+    assert built["smooth_reliability_figure"] == 2 and built["ece_over_epochs_figure"] == 3
+    assert compared == {"compare_estimates": 3}

@@ -7,7 +7,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from peftviz import METHODS, appkit
+from peftviz import METHODS, jobpanel
+from tests.job_helpers import fake_queue, wait_until_idle
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,40 +75,12 @@ def test_train_page_trains_a_smoke_run_in_the_background(empty_store):
     assert any(n.label == "prefix_length" and n.value == 8 for n in at.number_input)  # method options form
     at.button[0].click().run()
     assert not at.exception and not at.error
-    job = appkit.job_manager().current
-    deadline = time.time() + 120
-    while job.status == "running" and time.time() < deadline:
-        time.sleep(0.2)
+    queue = jobpanel.job_queue()
+    wait_until_idle(queue)
+    job = queue.jobs[-1]
     assert job.status == "done", job.error
     (run,) = job.runs
     assert run.status == "complete" and run.config.method == "prefix-tuning" and run.path.parent == empty_store
-
-
-def test_a_second_tab_gets_the_running_job_instead_of_starting_another(tmp_path, monkeypatch):
-    import threading
-
-    from peftviz import jobs
-    from peftviz.config import comparison
-
-    release, calls = threading.Event(), []
-
-    def slow_compare(configs, runs_dir, progress):
-        calls.append(configs)
-        release.wait(timeout=30)
-        return []
-
-    monkeypatch.setattr(jobs, "compare_in_process", slow_compare)
-    manager = jobs.JobManager()
-    first = manager.start(comparison("smoke"), tmp_path)
-    second = manager.start(comparison("smoke"), tmp_path)  # another tab clicks while the first trains
-    assert second is first and first.status == "running"
-    release.set()
-    deadline = time.time() + 10
-    while first.status == "running" and time.time() < deadline:
-        time.sleep(0.05)
-    assert first.status == "done" and len(calls) == 1
-    assert manager.start(comparison("smoke"), tmp_path) is not first  # a new job once the first ended
-    release.set()
 
 
 def test_home_lists_groups_of_seeds_with_their_mean_and_interval(app_seeds_store):
@@ -128,50 +101,48 @@ def test_home_lists_groups_of_seeds_with_their_mean_and_interval(app_seeds_store
 
 
 def test_home_trains_the_quick_comparison_at_the_chosen_number_of_seeds(empty_store, monkeypatch):
-    started = []
-    monkeypatch.setattr(appkit.job_manager(), "start", lambda configs, root: started.append(configs))
+    queue = fake_queue(monkeypatch)
     at = open_page("pages/0_home.py")
     at.number_input[0].set_value(3).run()
     at.button[0].click().run()
     assert not at.exception
-    (configs,) = started
+    (configs,) = [job.configs for job in queue.jobs]
     assert len(configs) == 18 and [c.seed for c in configs] == [0] * 6 + [1] * 6 + [2] * 6
     assert {c.data_seed for c in configs} == {0}
 
 
 def test_train_page_trains_one_run_per_seed(empty_store, monkeypatch):
-    started = []
-    monkeypatch.setattr(appkit.job_manager(), "start", lambda configs, root: started.append(configs))
+    queue = fake_queue(monkeypatch)
     at = open_page("pages/1_Train.py")
     at.selectbox[0].set_value("smoke").run()
     next(n for n in at.number_input if n.label == "seed").set_value(4).run()
     next(n for n in at.number_input if n.label == "seeds").set_value(2).run()
     at.button[0].click().run()
     assert not at.exception and not at.error
-    (configs,) = started
+    (configs,) = [job.configs for job in queue.jobs]
     assert [c.seed for c in configs] == [4, 5] and {c.data_seed for c in configs} == {0}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 trains where CUDA is")
-def test_train_page_refuses_fp16_on_a_cpu_in_one_sentence(empty_store):
+def test_train_page_refuses_fp16_on_a_cpu_in_one_sentence(empty_store, monkeypatch):
+    queue = fake_queue(monkeypatch)
     at = open_page("pages/1_Train.py")
     at.selectbox[0].set_value("smoke").run()
     next(box for box in at.selectbox if box.label == "precision").set_value("fp16").run()
     at.button[0].click().run()
     assert not at.exception
     assert len(at.error) == 1 and "fp16 needs a CUDA GPU" in at.error[0].value and "\n" not in at.error[0].value
-    assert appkit.job_manager().current is None or appkit.job_manager().current.configs[0].precision != "fp16"
+    assert not queue.jobs
 
 
 @pytest.mark.parametrize("value", [0.0, -1.0, 1000.0])
 def test_a_refused_learning_rate_blocks_train_with_one_sentence(empty_store, monkeypatch, value):
-    started = []
-    monkeypatch.setattr(appkit.job_manager(), "start", lambda *args, **kwargs: started.append(args))
+    queue = fake_queue(monkeypatch)
     at = open_page("pages/1_Train.py")
     at.selectbox[0].set_value("smoke").run()
     next(n for n in at.number_input if n.label == "learning_rate").set_value(value).run()
     at.button[0].click().run()
-    assert not at.exception and not started
+    assert not at.exception and not queue.jobs
     (error,) = at.error
     assert error.value.startswith(f"learning_rate must be in (0, 10], not {value:g}") and "\n" not in error.value
 
@@ -204,23 +175,18 @@ def test_home_times_the_quick_comparison_honestly(app_store):
     assert "no quick run has finished in this store" in text and "2 CPU cores (the README's machine)" in text
 
 
-def finished_job(store, monkeypatch, **started_from):
-    """A job that has finished (training faked), started from `started_from` (origin=, session=)."""
-    from peftviz import jobs
+def finished_job(monkeypatch, owner: str, origin: str = ""):
+    """A job of `owner` that has finished (training faked); this page's visitor is "me"."""
     from peftviz.config import comparison
 
-    manager = jobs.JobManager()
-    monkeypatch.setattr(appkit, "job_manager", lambda: manager)
-    monkeypatch.setattr(jobs, "compare_in_process", lambda configs, runs_dir, progress: [])
-    job = manager.start(comparison("smoke")[:1], store, **started_from)
-    deadline = time.time() + 10
-    while job.status == "running" and time.time() < deadline:
-        time.sleep(0.05)
+    queue = fake_queue(monkeypatch)
+    job = queue.submit(comparison("smoke")[:1], Path("."), owner=owner, origin=origin)
+    wait_until_idle(queue)
     return job
 
 
 def test_a_finished_job_shows_only_on_the_page_that_started_it(empty_store, monkeypatch):
-    job = finished_job(empty_store, monkeypatch, origin="another page")
+    job = finished_job(monkeypatch, "me", origin="another page")
     assert not open_page("pages/1_Train.py").get("progress")
     job.origin = ""  # a job that names no page shows wherever a panel is
     assert open_page("pages/1_Train.py").get("progress")
@@ -228,12 +194,12 @@ def test_a_finished_job_shows_only_on_the_page_that_started_it(empty_store, monk
 
 def test_a_finished_job_shows_only_to_the_visitor_who_started_it(empty_store, monkeypatch):
     """A new tab's refused Train showed the previous visitor's finished job under its error, as if it had run."""
-    job = finished_job(empty_store, monkeypatch, session="another visitor's tab")
+    job = finished_job(monkeypatch, "another visitor")
     at = open_page("pages/1_Train.py")
     next(n for n in at.number_input if n.label == "learning_rate").set_value(-1.0).run()
     at.button[0].click().run()
     assert "learning_rate" in at.error[0].value and not at.get("progress")  # refused, and no one else's job
-    job.session = ""  # a job that names no session shows to every visitor
+    job.owner = "me"
     assert open_page("pages/1_Train.py").get("progress")
 
 
@@ -249,5 +215,7 @@ def test_progress_bars_say_the_time_taken_and_left():
     job = Job(comparison("smoke")[:1], Path("."))
     name = job.names[0]
     assert job.timing(name) == ""
+    assert job.timing() == ""  # waiting: nothing to time yet
+    job.status, job.started = "running", time.time()
     job.record(Progress(name, "train", 1, 2, 5, 10))
     assert job.timing(name).startswith("0:00 elapsed, about 0:00 left") and "elapsed" in job.timing()

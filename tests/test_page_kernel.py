@@ -2,6 +2,7 @@
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +15,10 @@ from peftviz import build_classifier, load_encoder
 from peftviz.analysis import attention, kernel
 from peftviz.config import alpha_grid
 from peftviz.figures import kernel as figures
-from peftviz.jobs import JobManager
 from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID
 from peftviz.runs import list_runs, load_run
 from tests.helpers import charts
+from tests.job_helpers import fake_queue
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages/4_Kernel.py")
@@ -315,15 +316,11 @@ def test_page_switches_to_a_kernel_run(kernel_store):
 
 
 def test_page_train_button_starts_the_quick_alpha_grid(kernel_store, monkeypatch):
-    started = []
-    monkeypatch.setattr("peftviz.jobs.compare_in_process", lambda *a, **k: pytest.fail("must not train"))
-    monkeypatch.setattr(
-        JobManager, "start", lambda self, configs, runs_dir, origin="", session="": started.append((configs, runs_dir))
-    )
+    queue = fake_queue(monkeypatch)
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     at.button(key="kernel_train_grid").click().run()
     assert not at.exception
-    assert started == [(alpha_grid("quick"), kernel_store)]
+    assert [(job.configs, job.runs_dir) for job in queue.jobs] == [(alpha_grid("quick"), kernel_store)]
 
 
 def test_page_on_an_empty_store_says_so(empty_store):
@@ -334,22 +331,33 @@ def test_page_on_an_empty_store_says_so(empty_store):
 
 
 def test_page_shows_a_running_grid_job_with_one_bar_per_run(kernel_store, monkeypatch):
-    from peftviz import appkit
-    from peftviz.jobs import Job
+    import threading
+
     from peftviz.train import Progress
 
     configs = alpha_grid("quick")
     events = [Progress(configs[0].run_title, "done", 3, 3), Progress(configs[1].run_title, "train", 2, 4, 6, 10)]
-    job = Job(configs, kernel_store, progress={event.run: event for event in events})
-    monkeypatch.setattr(appkit.job_manager(), "current", job)
+    release = threading.Event()
+
+    def training(job):
+        for event in events:
+            job.record(event)
+        release.wait(timeout=60)
+        return []
+
+    queue = fake_queue(monkeypatch, training)
+    queue.submit(configs, kernel_store, owner="me")
+    while len(queue.jobs[0].progress) < 2:
+        time.sleep(0.01)
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception and not at.error
     bars = at.get("progress")
     labels = [bar.proto.text for bar in bars]
-    assert labels[:2] == [f"{configs[0].run_title}: epoch 3/3, done", f"{configs[1].run_title}: epoch 2/4, train"]
+    assert labels[0].startswith(f"{configs[0].run_title}: epoch 3/3, done · took ")
+    assert labels[1].startswith(f"{configs[1].run_title}: epoch 2/4, train · 0:0")  # and its time so far
     assert labels[2:] == [config.run_title for config in configs[2:]]
     assert [bar.proto.value for bar in bars] == [100, 40, 0, 0, 0, 0]  # percent: (2 - 1 + 6/10) / 4
-    assert at.button(key="kernel_train_grid").disabled
+    release.set()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,3 +435,23 @@ def test_page_draws_each_alphas_seed_mean_with_its_t_interval_and_the_seeds(alph
         assert seed_trace["y"] == [run.best_metrics[metric] for runs in by_alpha.values() for run in runs]
         assert seed_trace["text"][1].endswith("seed 1")
     assert any("t-interval" in caption.value for caption in at.caption)
+
+
+def test_page_says_a_damaged_sweep_cache_was_left_out(kernel_store):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    run = at.selectbox(key="kernel_run").value
+    (run.path / kernel.SWEEP_FILE).parent.mkdir(exist_ok=True)
+    rows = [{"alpha": a, "accuracy": "high", "ece": 0.1, "nll": 1.0} for a in [*kernel.grid_alphas(), kernel.EXACT]]
+    sweeps = {
+        kernel._sweep_key(kernel.grid_alphas()): {
+            "alphas": kernel.grid_alphas(),
+            "best_epoch": run.best_epoch,
+            "rows": rows,
+        }
+    }
+    (run.path / kernel.SWEEP_FILE).write_text(json.dumps({"format": kernel.SWEEP_FORMAT, "sweeps": sweeps}))
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception
+    (warning,) = at.warning
+    assert warning.value.startswith("The stored α sweep was left out, damaged: analysis/alpha_sweep.json")
+    assert "accuracy" in warning.value and at.button(key="kernel_sweep")

@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz import tour
 from peftviz.runs import list_runs
+from tests.build_counts import count_calls, private_store
 from tests.helpers import charts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,3 +125,18 @@ def test_titles_wrap_at_spaces_with_their_subtitle_tags_kept(text, width, wrappe
     from peftviz.figures.tour import wrap
 
     assert wrap(text, width) == wrapped
+
+
+def test_a_second_reader_draws_the_first_readers_step_without_building_it(smoke_store, tmp_path, monkeypatch):
+    """appkit.shared: each step's figure is built (and made projector-sized) once per server, whoever opens it."""
+    from peftviz.figures import tour as tour_figures
+
+    private_store(smoke_store, tmp_path, monkeypatch)
+    built = count_calls(monkeypatch, tour_figures, "presentable")
+    first = [open_step(number) for number in range(1, len(tour.STEPS) + 1)]
+    assert all(not app.exception and not app.error for app in first)
+    assert built == {"presentable": len(tour.STEPS)}
+    second = [open_step(number) for number in range(1, len(tour.STEPS) + 1)]
+    assert all(not app.exception and not app.error for app in second)
+    assert built == {"presentable": len(tour.STEPS)}  # nothing built again
+    assert [charts(app) for app in second] == [charts(app) for app in first]

@@ -286,7 +286,9 @@ def test_presets_comparisons_grids_and_cli_options_still_build():
 
 
 def test_stored_configs_from_earlier_versions_still_read():
-    config = TrainConfig.from_stored({"method": "tiny-attention", "seed": 3, "average_heads": True, "parameters": {}})
+    config = TrainConfig.from_stored(
+        {"method": "tiny-attention", "model": "tiny-bert", "seed": 3, "average_heads": True, "parameters": {}}
+    )
     assert config.data_seed == 3 and config.method_options == {"average_heads": True}
     with pytest.raises(ConfigError, match="average_heads must be true or false, not 'no'"):
         TrainConfig.from_stored({"method": "tiny-attention", "average_heads": "no"})
@@ -400,6 +402,8 @@ def test_the_hub_message_converts_into_a_new_folder():
 
 def test_a_damaged_safetensors_file_is_a_one_line_model_load_error(pickled_model):
     (pickled_model / "model.safetensors").write_bytes(b"garbage" * 10)
-    with pytest.raises(ModelLoadError, match=r"^cannot load the weights or tokenizer of '.*': .*header") as caught:
+    with pytest.raises(
+        ModelLoadError, match=r"^cannot load the weights of '.*' \(.*/model.safetensors\): .*header"
+    ) as caught:
         load_encoder(str(pickled_model))
     assert "\n" not in str(caught.value)

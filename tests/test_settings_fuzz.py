@@ -75,17 +75,22 @@ def range_problem(value, bounds) -> bool:
     )
 
 
+def length_problem(value, max_chars: int | None) -> bool:
+    return max_chars is not None and isinstance(value, str) and len(value) > max_chars
+
+
 def field_problems(options_class, values: dict) -> list[str]:
-    """Names of the settings of `values` (defaults filled in) that break a type, choice or range rule."""
+    """Names of the settings of `values` (defaults filled in) that break a type, choice, range or length rule."""
     if not isinstance(values, dict):
         return ["not a mapping"]
     hints = typing.get_type_hints(options_class)
     names = {f.name for f in fields(options_class)}
     found = [f"unknown {key!r}" for key in values if key not in names]
-    bounds = options_class.bounds()
+    bounds, lengths = options_class.bounds(), options_class.max_chars()
     for f in fields(options_class):
         value = values.get(f.name, {} if f.name == "method_options" else f.default)
-        if type_problem(value, hints[f.name]) or (f.name in bounds and range_problem(value, bounds[f.name])):
+        broken = type_problem(value, hints[f.name]) or (f.name in bounds and range_problem(value, bounds[f.name]))
+        if broken or length_problem(value, lengths.get(f.name)):
             found.append(f.name)
     return found
 
@@ -108,7 +113,8 @@ def problems(values: dict) -> list[str]:
 
 
 def stored_as_values(record) -> dict | list[str]:
-    """What from_stored hands on to from_dict, or the problems it finds itself."""
+    """What from_stored hands on to from_dict, or the problems it finds itself (a record without a model is
+    refused too: the property says so)."""
     if not isinstance(record, dict) or "method" not in record:
         return ["record"]
     values = {key: value for key, value in record.items() if key not in RECORD_ONLY}
@@ -171,12 +177,16 @@ def valid_value(options_class, name: str) -> st.SearchStrategy:
             allow_nan=False, allow_infinity=False,
         )  # fmt: skip
     else:
-        strategy = st.text(max_size=12)
+        longest = options_class.max_chars().get(name)
+        at_bound = [] if longest is None else [st.sampled_from(["x" * longest, "İ" * longest])]
+        strategy = st.one_of(st.text(max_size=12), *at_bound)
     return st.one_of(st.none(), strategy) if optional else strategy
 
 
-def outside(bounds) -> list:
-    """Just past each bound, and far past it."""
+def outside(bounds, max_chars: int | None = None) -> list:
+    """Just past each bound, and far past it; a string one character too long, and far too long."""
+    if max_chars is not None:
+        return ["x" * (max_chars + 1), "é" * 10000]
     if bounds is None:
         return []
     low = bounds.at_least if bounds.at_least is not None else bounds.above
@@ -197,7 +207,7 @@ def hostile_value(draw, options_class, name: str):
     value in the wrong clothes (as text, in a container, an int as a float)."""
     hostility = draw(st.sampled_from(HOSTILITY))
     valid = draw(valid_value(options_class, name))
-    past = outside(options_class.bounds().get(name))
+    past = outside(options_class.bounds().get(name), options_class.max_chars().get(name))
     if hostility == "outside" and past:
         return draw(st.sampled_from(past))
     candidates = {
@@ -287,7 +297,9 @@ def test_from_dict_accepts_exactly_the_valid_settings(values):
 @settings(FUZZ, max_examples=150)
 @given(
     train_dicts(),
-    st.sampled_from([None, "drop_data_seed", "record", "average_heads", "hostile_average_heads", "no_method"]),
+    st.sampled_from(
+        [None, "drop_data_seed", "record", "average_heads", "hostile_average_heads", "no_method", "no_model"]
+    ),
     HOSTILE,
 )
 @each_case_within(10)
@@ -303,8 +315,12 @@ def test_from_stored_accepts_exactly_the_valid_records(values, change, extra):
         record["average_heads"] = extra
     elif change == "no_method":
         record.pop("method")
+    elif change == "no_model":
+        record.pop("model", None)
+    else:  # every run stores its model
+        record.setdefault("model", "tiny-bert")
     handed_on = stored_as_values(record)
-    refused = isinstance(handed_on, list) or bool(problems(handed_on))
+    refused = isinstance(handed_on, list) or bool(problems(handed_on)) or "model" not in record
     assert_refused_or_exact(refused, lambda: TrainConfig.from_stored(record), handed_on)
 
 

@@ -142,7 +142,7 @@ def test_corrupt_run_folders_are_listed_as_corrupt(tmp_path, smoke_runs):
     (broken_config / "config.json").write_text("{not json")
     missing_npz = tmp_path / "missing-npz"
     missing_npz.mkdir()
-    (missing_npz / "config.json").write_text(json.dumps({"method": "prefix-tuning"}))
+    (missing_npz / "config.json").write_text(json.dumps({"method": "prefix-tuning", "model": "tiny-bert"}))
     (missing_npz / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "micro_f1": 0.5}) + "\n")
     for name, config in {"no-method": {}, "bad-option": {"method": "prefix-tuning", "pooling": "max"}}.items():
         (tmp_path / name).mkdir()

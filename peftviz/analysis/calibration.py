@@ -18,13 +18,14 @@ another stored evaluation, e.g. "test".
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from peftviz import calibration, estimators, recalibration, stats
+from peftviz import calibration, estimators, recalibration, schema, stats
 from peftviz.errors import ConfigError
 from peftviz.estimators import SmoothDiagram
 from peftviz.runs import Group, Run, RunError
@@ -81,6 +82,51 @@ def has_predictions(run: Run, which: Which) -> bool:
     except RunError:
         return False
     return True
+
+
+@dataclass
+class Judgeable:
+    """Which units a comparison at an evaluation can judge, and why it cannot judge the others."""
+
+    units: list[Group]  # every run's predictions read and pass their checks
+    unfinished: list[Group]  # a run has not written them yet: test predictions come when it finishes
+    damaged: list[str]  # one line per run whose predictions are damaged: the run, the file, the problem
+
+    def nothing_left(self) -> str:
+        """Why no unit is left to judge, in one line."""
+        if self.damaged:
+            return f"no chosen run is left to compare: {len(self.damaged)} have damaged predictions (see above)"
+        return "none of the chosen runs has finished: judge on validation instead"
+
+
+def judgeable(units: list[Group], which: Which) -> Judgeable:
+    """`units` split by whether every run's predictions at `which` (see `resolve`) can be judged."""
+    found = Judgeable([], [], [])
+    for unit in units:
+        waiting = [run for run in unit.runs if _not_written_yet(run, which)]
+        problems = [problem for run in unit.runs if run not in waiting and (problem := _damage(run, which))]
+        found.damaged += problems
+        if waiting:
+            found.unfinished.append(unit)
+        elif not problems:
+            found.units.append(unit)
+    return found
+
+
+def _not_written_yet(run: Run, which: Which) -> bool:
+    """A named evaluation ("test") is written when the run finishes: until then its absence is no damage."""
+    if not isinstance(which, str) or run.status == "complete":
+        return False
+    return not os.path.lexists(run.path / "predictions" / f"{schema.evaluation_name(which)}.npz")
+
+
+def _damage(run: Run, which: Which) -> str | None:
+    """The problem with `run`'s predictions at `which`, naming the run and the file; None if they read."""
+    try:
+        run.predictions(resolve(run, which))
+    except RunError as err:
+        return str(err).splitlines()[0]
+    return None
 
 
 # ---------------------------------------------------------------- per-bin tables

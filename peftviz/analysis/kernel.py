@@ -46,7 +46,7 @@ SWEEP_FORMAT = 1
 GRID_PRESET = "quick"  # the page's "train at the grid" button trains this preset
 N_LAMBDA_DOCS = 16  # validation documents behind the λ(C) distribution
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)  # whisker, box, median, box, whisker
-SWEEP_METRICS = ("accuracy", "ece", "nll")
+SWEEP_METRICS = tuple(schema.SWEEP_RANGES)  # accuracy, ece, nll: what the cache's check knows
 
 SweepProgress = Callable[[int, int, str], None]  # (settings done, settings in all, the next one)
 
@@ -198,33 +198,27 @@ def _sweep_key(alphas) -> str:
 
 
 def _read_sweeps(run: Run) -> dict:
-    """The run's stored sweeps by α list; a cache that is absent or fails its schema is computed again."""
+    """The run's stored sweeps by α list, each checked (`schema.check_alpha_sweep`). A cache, not a
+    result: a file that is absent or unreadable, or a sweep that fails its check, is left out and
+    computed again (behind the page's button), as the estimates cache is; `_store_sweep` then
+    writes the file anew without it."""
     path = run.path / SWEEP_FILE
     if not os.path.lexists(path):
         return {}
     try:
-        return _checked_sweeps(schema.read_json(path, str(SWEEP_FILE), schema.ANALYSIS_LIMIT))
+        stored = schema.read_alpha_sweeps(path, SWEEP_FORMAT)
     except RunError:
         return {}
+    return {key: entry for key, entry in stored.items() if _sound_sweep(key, entry)}
 
 
-def _checked_sweeps(stored) -> dict:
-    """{"format", "sweeps": {key: {"alphas", "best_epoch", "rows": [{alpha, accuracy, ece, nll}]}}}, checked."""
-    file = str(SWEEP_FILE)
-    if schema.mapping(stored, file, "the file").get("format") != SWEEP_FORMAT:
-        return {}
-    sweeps = schema.mapping(stored.get("sweeps", {}), file, "sweeps")
-    for key, entry in sweeps.items():
-        schema.integer(schema.mapping(entry, file, key).get("best_epoch"), file, f"{key}: best_epoch", low=1)
-        rows = entry.get("rows")
-        if not isinstance(rows, list):
-            raise schema.Corrupt(file, f"{key}: rows must be a list")
-        for row in rows:
-            if schema.mapping(row, file, f"{key}: row").get("alpha") != EXACT:
-                schema.number(row.get("alpha"), file, f"{key}: alpha")
-            for name in SWEEP_METRICS:
-                schema.number(row.get(name), file, f"{key}: {name}")
-    return sweeps
+def _sound_sweep(key: str, entry) -> bool:
+    """Whether a stored sweep passes its check and is the sweep of the α list its key names."""
+    try:
+        schema.check_alpha_sweep(entry, key, EXACT)
+    except RunError:
+        return False
+    return key == _sweep_key(entry["alphas"])
 
 
 def cached_alpha_sweep(run: Run, alphas=None) -> list[dict] | None:
@@ -233,6 +227,21 @@ def cached_alpha_sweep(run: Run, alphas=None) -> list[dict] | None:
     if not isinstance(entry, dict) or entry.get("best_epoch") != run.best_epoch:
         return None  # the parameters changed since (a run still training)
     return entry.get("rows")
+
+
+def damaged_sweep(run: Run, alphas=None) -> str | None:
+    """Why the run's stored sweep of `alphas` (default: the paper's grid) was left out, in one line
+    naming the file and the field; None when it is sound or not stored. For the page to say so."""
+    path, key = run.path / SWEEP_FILE, _sweep_key(alphas or grid_alphas())
+    if not os.path.lexists(path):
+        return None
+    try:
+        entry = schema.read_alpha_sweeps(path, SWEEP_FORMAT).get(key)
+        if entry is not None:
+            schema.check_alpha_sweep(entry, key, EXACT)
+    except RunError as err:
+        return str(err).splitlines()[0]
+    return None
 
 
 def _store_sweep(run: Run, alphas: list[float], rows: list[dict]) -> None:

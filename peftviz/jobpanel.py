@@ -1,0 +1,173 @@
+"""The training queue on the app's pages: a Train press submitted for its visitor, the queue, the
+visitor's own jobs with their progress, and cancelling.
+
+A visitor is a browser (`visitor`: its identity survives a reload and is shared by its tabs). The
+panel shows the visitor's own jobs in full (runs, progress bars, errors) with a Cancel button, and
+the rest of the queue only as counts: another visitor's settings, run names and errors never show.
+While any job waits or trains, the panel is a fragment redrawn every second (for a visitor with a
+job of their own; every 10 s for the others, who see only counts); otherwise it is drawn once with
+the page and nothing reruns, so an idle tab costs the server nothing (benchmarks/idle_cpu.py).
+When one of the jobs the page saw active has ended, the whole page reruns once, which picks up the
+new runs. A finished job shows to its owner on the page it was submitted from.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from peftviz.appkit import current_page, current_session, show_error
+from peftviz.errors import ConfigError
+from peftviz.jobs import Job, JobQueue, QueueFull
+from peftviz.paths import store_dir
+from peftviz.policy import ServerPolicy, visitor_key
+
+SEEN_ACTIVE_KEY = "jobpanel.active"  # session state: ids of the jobs active at the page's last full run
+SHOW_FINISHED = 3  # a visitor's latest finished jobs shown on the page they came from
+
+
+def policy() -> ServerPolicy:
+    """The server's policy, read from its environment (see peftviz.policy); a malformed setting stops
+    the page with one line naming it, rather than serving with a guess."""
+    try:
+        return ServerPolicy.from_env()
+    except ConfigError as err:
+        show_error(f"this server's settings: {err}")
+        st.stop()
+
+
+@st.cache_resource(show_spinner=False)
+def job_queue() -> JobQueue:
+    """One per server: every visitor's jobs wait in the same line."""
+    server = policy()
+    return JobQueue(server.max_running, server.max_waiting, server.per_visitor)
+
+
+def visitor() -> str:
+    """Who is asking: the browser (by Streamlit's XSRF cookie), else this tab's session."""
+    return visitor_key(st.context.cookies.get("_streamlit_xsrf"), current_session())
+
+
+def may_cancel(job: Job) -> bool:
+    """A job's owner may cancel it; so may the server's owner: on a single-user server, every visitor;
+    on a shared one, a visitor who opened the app with ?owner=<PEFTVIZ_OWNER_TOKEN>."""
+    server = policy()
+    if job.owner == visitor() or not server.shared:
+        return True
+    if server.owner_token and st.query_params.get("owner") == server.owner_token:
+        st.session_state["jobpanel.server_owner"] = True  # kept while the visitor moves between pages
+    return bool(server.owner_token) and st.session_state.get("jobpanel.server_owner", False)
+
+
+def submit(configs, resume=()) -> Job | None:
+    """Queue a Train press for this visitor. A press the queue refuses is said on the page, never
+    dropped in silence; returns the job, or None when refused."""
+    try:
+        return job_queue().submit(configs, store_dir(), visitor(), tuple(resume), origin=current_page())
+    except QueueFull as err:
+        show_error(err)
+        return None
+
+
+def job_panel() -> None:
+    """The queue and this visitor's jobs; live while any job waits or trains (see the module docstring)."""
+    queue = job_queue()
+    active = {job.id for job in queue.active()}
+    st.session_state[SEEN_ACTIVE_KEY] = active
+    if any(job.owner == visitor() for job in queue.active()):
+        _own_job_live()
+    elif active:
+        _others_live()
+    else:
+        _draw_panel(queue)
+
+
+@st.fragment(run_every=1.0)
+def _own_job_live() -> None:
+    _redraw_or_rerun()
+
+
+@st.fragment(run_every=10.0)
+def _others_live() -> None:
+    _redraw_or_rerun()
+
+
+def _redraw_or_rerun() -> None:
+    queue = job_queue()
+    if st.session_state.get(SEEN_ACTIVE_KEY, set()) - {job.id for job in queue.active()}:
+        st.rerun()  # a job ended: the whole page, once, to list its runs (and stop or slow the timer)
+    _draw_panel(queue)
+
+
+def _draw_panel(queue: JobQueue) -> None:
+    me = visitor()
+    summary = queue_summary(queue, me)
+    if summary:
+        st.caption(summary)
+    for job in queue.active():
+        if job.owner == me:
+            _draw_own_job(queue, job)
+        elif may_cancel(job):
+            _draw_others_job(queue, job)
+    finished = [job for job in queue.owned_by(me) if not job.active and job.origin in ("", current_page())]
+    for job in finished[-SHOW_FINISHED:]:
+        _draw_own_job(queue, job)
+
+
+def queue_summary(queue: JobQueue, me: str) -> str:
+    """One line about the queue: how many train and wait, and where this visitor's jobs are."""
+    running, waiting = queue.running(), queue.waiting()
+    if not running and not waiting:
+        return ""
+    text = (
+        f"Training queue: {len(running)} job(s) training, {len(waiting)} waiting (at most {queue.max_running} at once)."
+    )
+    places = [queue.place(job) for job in queue.active() if job.owner == me]
+    if places:
+        text += (
+            " Yours: " + ", ".join("training" if place == 0 else f"{ordinal(place)} in line" for place in places) + "."
+        )
+    return text
+
+
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _draw_own_job(queue: JobQueue, job: Job) -> None:
+    with st.container(border=True):
+        st.markdown(f"**Your job {job.id}**: {_status_line(queue, job)}")
+        for name in job.names:
+            event = job.progress.get(name)
+            text = name if event is None else f"{name}: epoch {event.epoch}/{event.epochs}, {event.phase}"
+            timing = job.timing(name)
+            st.progress(job.fraction_done(name), text=f"{text} · {timing}" if timing else text)
+        if job.status == "failed":
+            st.error(f"Training stopped: {job.error}")
+        _cancel_button(queue, job)
+
+
+def _draw_others_job(queue: JobQueue, job: Job) -> None:
+    """Shown to the server's owner only: that a visitor's job exists and can be cancelled, not its settings."""
+    with st.container(border=True):
+        st.markdown(f"**Job {job.id}** of another visitor: {_status_line(queue, job)}")
+        _cancel_button(queue, job)
+
+
+def _status_line(queue: JobQueue, job: Job) -> str:
+    runs = f"{len(job.names)} run(s)"
+    if job.status == "waiting":
+        return f"{runs}, waiting ({ordinal(queue.place(job))} in line)"
+    if job.status == "running":
+        return f"{runs}, training in the background ({job.timing()}): you can switch pages and come back"
+    return {"done": f"{runs}, done ({job.timing()})", "failed": f"{runs}, failed", "cancelled": f"{runs}, cancelled"}[
+        job.status
+    ]
+
+
+def _cancel_button(queue: JobQueue, job: Job) -> None:
+    if job.active and may_cancel(job):
+        help_text = "a training run stopped now is left incomplete: the Train page can resume it"
+        if st.button("Cancel", key=f"cancel-job-{job.id}", help=help_text):
+            queue.cancel(job)
+            st.rerun()

@@ -1,0 +1,23 @@
+"""A training queue whose trainer is faked, for the pages' tests: what was submitted, without training."""
+
+import time
+
+from peftviz import jobpanel
+from peftviz.jobs import JobQueue
+
+
+def fake_queue(monkeypatch, train=lambda job: [], visitor: str | None = "me", **limits) -> JobQueue:
+    """Swap the server's queue for a fresh one training with `train(job)`; the visitor is `visitor`
+    (None: Streamlit's own, the session in AppTest)."""
+    queue = JobQueue(train=train, **limits)
+    monkeypatch.setattr(jobpanel, "job_queue", lambda: queue)
+    if visitor is not None:
+        monkeypatch.setattr(jobpanel, "visitor", lambda: visitor)
+    return queue
+
+
+def wait_until_idle(queue: JobQueue, seconds: float = 120) -> None:
+    deadline = time.time() + seconds
+    while queue.active() and time.time() < deadline:
+        time.sleep(0.05)
+    assert not queue.active(), [(job.id, job.status) for job in queue.active()]
