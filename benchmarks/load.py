@@ -41,13 +41,10 @@ import contextlib
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -55,10 +52,9 @@ import websockets
 from playwright.async_api import Error as PlaywrightError
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-# as tests/test_browser.py: the closed network refuses Chromium's background connections
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+sys.path.insert(0, str(ROOT))  # run as a script: the project's tests/ holds the server starter
+from tests.live_server import CHROMIUM, CHROMIUM_ARGS, streamlit_server
+
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 # page -> (its path, how many plotly charts it draws at least, a selector that must be present)
 PAGES = {
@@ -126,12 +122,6 @@ def process_trees(server_pid: int):
     return in_server, others
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -170,37 +160,6 @@ class TreeMemory:
         self._stop.set()
         self._thread.join()
         return self.peak
-
-
-@contextlib.contextmanager
-def serving(store: Path, options: tuple[str, ...] = ()):
-    """`streamlit run app.py` on `store` (with Streamlit's command-line `options`), until the block ends;
-    yields (URL, server process)."""
-    port = free_port()
-    env = {**os.environ, "PEFTVIZ_RUNS": str(store), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-               "--server.address", "127.0.0.1", "--server.port", str(port),
-               "--browser.gatherUsageStats", "false", *options]  # fmt: skip
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.3)
-        else:
-            raise RuntimeError("streamlit did not start: " + process.stderr.read1(4000).decode())
-        yield url, process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:  # open websocket sessions can hold shutdown up
-            process.kill()
-            process.wait()
 
 
 async def visit(page, url: str, name: str, timeout_s: float, heard: list[str]) -> Visit:
@@ -311,7 +270,7 @@ async def measure(store: Path, n: int, pages: list[str], train: bool, timeout_s:
     with tempfile.TemporaryDirectory(prefix="peftviz-load-") as folder:
         copy = Path(folder) / "runs"
         shutil.copytree(store, copy)
-        with serving(copy, options) as (url, server):
+        with streamlit_server(copy, options=("--browser.gatherUsageStats", "false", *options)) as (url, server):
             memory = TreeMemory(server.pid)
             async with async_playwright() as playwright:
                 browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -129,6 +129,15 @@ def _heavy(compute_key: str, signature: tuple, args: tuple, _compute: Callable, 
     return _compute(_subject, *args)
 
 
+def _run_token(run: Run) -> tuple:
+    """What stands for a run in a cache key: its folder and its files' signature (`per_run`, `shared`)."""
+    return str(run.path), run_signature(run.path)
+
+
+def _group_token(group: Group) -> tuple:
+    return group.key, tuple(_run_token(run) for run in group.runs)
+
+
 def per_run(compute: Callable, subject: Run | Group, *args, spinner: str | None = None, heavy: bool = False):
     """compute(subject, *args), computed once and kept until a file of the run (or of a group's runs)
     changes; args must be hashable. The one cache of the pages: models, estimates, λ(C), heads' weights.
@@ -136,21 +145,13 @@ def per_run(compute: Callable, subject: Run | Group, *args, spinner: str | None 
     heavy: the result is large (a model, recorded attention), so few are kept.
     """
     runs = subject.runs if isinstance(subject, Group) else [subject]
-    signature = tuple((str(run.path), run_signature(run.path)) for run in runs)
+    signature = tuple(map(_run_token, runs))
     key = f"{compute.__code__.co_filename}:{compute.__qualname__}"
     cached = _heavy if heavy else _light
     if spinner is None:
         return cached(key, signature, args, compute, subject)
     with st.spinner(spinner):
         return cached(key, signature, args, compute, subject)
-
-
-def _run_token(run: Run) -> tuple:
-    return str(run.path), run_signature(run.path)
-
-
-def _group_token(group: Group) -> tuple:
-    return group.key, tuple(_run_token(run) for run in group.runs)
 
 
 # Figures and tables as pages draw them, shared by every session of the server. A few per page and

@@ -15,19 +15,14 @@ The audit of a store of real (quick-preset) runs is slow: `pytest -m slow tests/
 
 import contextlib
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests import figure_audit
+from tests.live_server import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = ROOT / "cache" / "screenshots"
 SIZES = ((1280, 720), (1600, 1000))  # a projector, a laptop
 # page path -> how many charts it draws at least (0: a page without charts); a new page is one more line
@@ -40,9 +35,6 @@ PAGES = {
     "Tiny_attention_heads": 3,
 }
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
-# the closed network here refuses Chromium's background connections; these keep it quiet
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 # the script has finished and plotly has laid out every chart it drew, or the page shows an error
 SETTLED = f"""(atLeast) => document.querySelector('[data-test-script-state]')?.dataset.testScriptState === 'notRunning'
   && (document.querySelector('{ERRORS}') !== null || document.querySelectorAll('.js-plotly-plot').length >= atLeast
@@ -54,39 +46,11 @@ if not CHROMIUM.exists():
     pytest.skip("Debian's chromium is not installed (scripts/setup-tests.sh installs it)", allow_module_level=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def serving(store: Path, script: str = "app.py"):
     """`streamlit run <script>` on `store`, until the block ends; yields its URL."""
-    port = free_port()
-    env = {**os.environ, "PEFTVIZ_RUNS": str(store), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
-               "--server.address", "127.0.0.1", "--server.port", str(port)]  # fmt: skip
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.3)
-        else:
-            raise RuntimeError("streamlit did not start: " + process.stderr.read1(4000).decode())
+    with streamlit_server(store, script, start_s=60) as (url, _):
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # open websocket sessions can hold shutdown up
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="module")

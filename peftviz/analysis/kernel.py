@@ -197,33 +197,42 @@ def _sweep_key(alphas) -> str:
     return ",".join(repr(float(a)) for a in alphas)
 
 
-def _read_sweeps(run: Run) -> dict:
-    """The run's stored sweeps by α list, each checked (`schema.check_alpha_sweep`). A cache, not a
-    result: a file that is absent or unreadable, or a sweep that fails its check, is left out and
-    computed again (behind the page's button), as the estimates cache is; `_store_sweep` then
-    writes the file anew without it."""
+def _read_sweeps(run: Run) -> tuple[dict, dict]:
+    """(the run's sound stored sweeps by α-list key, why each other one was left out: key -> one line
+    naming the file and the field; key None: the whole file). A cache, not a result: what fails its
+    check (`schema.check_alpha_sweep`) is computed again (behind the page's button), as the estimates
+    cache is, and `_store_sweep` then writes the file anew without it; the page says why."""
     path = run.path / SWEEP_FILE
     if not os.path.lexists(path):
-        return {}
+        return {}, {}
     try:
         stored = schema.read_alpha_sweeps(path, SWEEP_FORMAT)
-    except RunError:
-        return {}
-    return {key: entry for key, entry in stored.items() if _sound_sweep(key, entry)}
+    except RunError as err:
+        return {}, {None: str(err)}
+    sound, damaged = {}, {}
+    for key, entry in stored.items():
+        problem = _sweep_problem(key, entry)
+        if problem is None:
+            sound[key] = entry
+        else:
+            damaged[key] = problem
+    return sound, damaged
 
 
-def _sound_sweep(key: str, entry) -> bool:
-    """Whether a stored sweep passes its check and is the sweep of the α list its key names."""
+def _sweep_problem(key: str, entry) -> str | None:
+    """Why a stored sweep fails its check or is not the sweep of the α list its key names; None if sound."""
     try:
         schema.check_alpha_sweep(entry, key, EXACT)
-    except RunError:
-        return False
-    return key == _sweep_key(entry["alphas"])
+        if key != _sweep_key(entry["alphas"]):
+            raise schema.Corrupt(str(SWEEP_FILE), f"{key}: alphas must be the α list its key names")
+    except RunError as err:
+        return str(err)
+    return None
 
 
 def cached_alpha_sweep(run: Run, alphas=None) -> list[dict] | None:
     """The stored sweep of `alphas` (default: the paper's grid) for the run's current best epoch, or None."""
-    entry = _read_sweeps(run).get(_sweep_key(alphas or grid_alphas()))
+    entry = _read_sweeps(run)[0].get(_sweep_key(alphas or grid_alphas()))
     if not isinstance(entry, dict) or entry.get("best_epoch") != run.best_epoch:
         return None  # the parameters changed since (a run still training)
     return entry.get("rows")
@@ -232,20 +241,12 @@ def cached_alpha_sweep(run: Run, alphas=None) -> list[dict] | None:
 def damaged_sweep(run: Run, alphas=None) -> str | None:
     """Why the run's stored sweep of `alphas` (default: the paper's grid) was left out, in one line
     naming the file and the field; None when it is sound or not stored. For the page to say so."""
-    path, key = run.path / SWEEP_FILE, _sweep_key(alphas or grid_alphas())
-    if not os.path.lexists(path):
-        return None
-    try:
-        entry = schema.read_alpha_sweeps(path, SWEEP_FORMAT).get(key)
-        if entry is not None:
-            schema.check_alpha_sweep(entry, key, EXACT)
-    except RunError as err:
-        return str(err).splitlines()[0]
-    return None
+    damaged = _read_sweeps(run)[1]
+    return damaged.get(_sweep_key(alphas or grid_alphas()), damaged.get(None))
 
 
 def _store_sweep(run: Run, alphas: list[float], rows: list[dict]) -> None:
-    sweeps = _read_sweeps(run)
+    sweeps = _read_sweeps(run)[0]
     sweeps[_sweep_key(alphas)] = {"alphas": alphas, "best_epoch": run.best_epoch, "rows": rows}
     path = run.path / SWEEP_FILE
     if run.path.is_symlink() or path.parent.is_symlink():
