@@ -48,7 +48,7 @@ def main() -> None:
 
     from peftviz.data import load_data
     from peftviz.inference import load_trained
-    from peftviz.runs import load_run
+    from peftviz.store.runs import load_run
 
     run = load_run(store / args.run.name)
     texts = [text for split in load_data("bbc-news").splits.values() for text in split["text"]]

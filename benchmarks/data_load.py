@@ -38,7 +38,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as home:
         # read when datasets and huggingface_hub are imported: set them before peftviz.data imports those
         os.environ.update(HF_HOME=home, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-        from peftviz.data import BUILTIN, DataError, load_data
+        from peftviz.data import BUILTIN, load_data
+        from peftviz.errors import DataError
 
         def offline_hub() -> None:
             try:

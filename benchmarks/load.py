@@ -257,7 +257,7 @@ async def start_training(browser, url: str, store: Path, timeout_s: float):
 def training_state(folder: Path | None) -> str:
     if folder is None:
         return "none"
-    from peftviz.runs import load_run
+    from peftviz.store.runs import load_run
 
     run = load_run(folder)  # never raises: a bad folder reads as corrupt
     return f"{folder.name}: {run.status}, {len(run.metrics)} epoch(s) done"

@@ -77,7 +77,8 @@ def main() -> None:
         if args.smoke:
             os.environ["PEFTVIZ_RUNS"] = folder
             train_smoke_store(Path(folder))
-        from peftviz.runs import list_runs, store_dir
+        from peftviz.paths import store_dir
+        from peftviz.store.runs import list_runs
 
         runs = list_runs()
         print(f"store: {store_dir()} ({len(runs)} runs)\n")

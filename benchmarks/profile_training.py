@@ -60,7 +60,8 @@ from peftviz.config import comparison
 from peftviz.data import load_data
 from peftviz.inference import evaluation_metrics
 from peftviz.progress import TerminalProgress
-from peftviz.runs import RunWriter, load_run
+from peftviz.store.runs import load_run
+from peftviz.store.writer import RunWriter
 from peftviz.train import Trainer
 
 IMPORTED = time.perf_counter()

@@ -22,7 +22,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peftviz.runs import list_runs
+from peftviz.store.runs import list_runs
 
 
 def train_store(preset: str, methods: str, store: Path) -> None:

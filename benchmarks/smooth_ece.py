@@ -5,7 +5,7 @@
     OPENBLAS_NUM_THREADS=1 taskset -c 0 .venv/bin/python benchmarks/smooth_ece.py   # one core
 
 Data: confidences c ~ U(0.2, 1), correct h ~ Bernoulli(c^1.3) (somewhat overconfident, seeded),
-rows of `peftviz.stats.resample_indices(N, R)`. Each timing is the median of --repeats runs; both
+rows of `peftviz.calibration.stats.resample_indices(N, R)`. Each timing is the median of --repeats runs; both
 sides compute the same R values (checked: the largest |difference| is printed). Prints markdown.
 """
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_data(n_examples: int, n_resamples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from peftviz.stats import resample_indices
+    from peftviz.calibration.stats import resample_indices
 
     rng = np.random.default_rng(0)
     confidence = rng.uniform(0.2, 1.0, n_examples)
@@ -36,7 +36,7 @@ def relplot_loop(confidence, correct, indices) -> np.ndarray:
 
 
 def batched(confidence, correct, indices) -> np.ndarray:
-    from peftviz.smooth_ece import resampled_smooth_ece
+    from peftviz.calibration.smooth_ece import resampled_smooth_ece
 
     return resampled_smooth_ece(confidence, correct, indices)[0]
 

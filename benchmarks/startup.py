@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = {
     "python -m peftviz --help": [sys.executable, "-m", "peftviz", "--help"],
     "python -m peftviz compare --help": [sys.executable, "-m", "peftviz", "compare", "--help"],
-    "import peftviz.calibration": [sys.executable, "-c", "import peftviz.calibration"],
+    "import peftviz.calibration.metrics": [sys.executable, "-c", "import peftviz.calibration.metrics"],
     "python -c pass (the interpreter alone)": [sys.executable, "-c", "pass"],
 }
 TORCH_CHECK = "import sys, runpy; sys.argv = ['peftviz', '--help']\ntry:\n    runpy.run_module('peftviz', run_name='__main__')\nexcept SystemExit:\n    pass\nprint('torch' in sys.modules)"

@@ -1,4 +1,4 @@
-"""Time listing the run store (`peftviz.runs.list_runs`), which the app does whenever the store changes.
+"""Time listing the run store (`peftviz.store.runs.list_runs`), which the app does whenever the store changes.
 
     .venv/bin/python benchmarks/store_listing.py --build /tmp/store          # a store of 60 runs × 5 epochs
     .venv/bin/python benchmarks/store_listing.py --list /tmp/store           # time listing it
@@ -24,7 +24,7 @@ def build(root: Path, runs: int, epochs: int) -> None:
     import torch
 
     from peftviz.config import preset_config
-    from peftviz.runs import RunWriter
+    from peftviz.store.writer import RunWriter
 
     rng = np.random.default_rng(0)
     recorded = {"label_names": list("abcde"), "parameters": {"total": 10, "trainable": 4}, "environment": {}}
@@ -41,7 +41,7 @@ def build(root: Path, runs: int, epochs: int) -> None:
 def time_listing(root: Path, repeats: int) -> None:
     import peftviz
     from peftviz.config import TrainConfig
-    from peftviz.runs import list_runs
+    from peftviz.store.runs import list_runs
 
     for config in root.glob("*/config.json"):  # import what reading a config needs (torch, the methods)
         TrainConfig.from_stored(json.loads(config.read_text()))

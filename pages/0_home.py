@@ -7,7 +7,9 @@ import streamlit as st
 from peftviz import appkit, jobpanel
 from peftviz.config import METHOD_SETS, PRESETS, comparison, over_seeds
 from peftviz.methods import describe_methods
-from peftviz.runs import group_row, group_runs, measured_minutes, run_row, store_dir
+from peftviz.paths import store_dir
+from peftviz.run_labels import group_row, measured_minutes, run_row
+from peftviz.store.runs import group_runs
 
 # the runs table fits a 1280-pixel window with the sidebar open (790 of 818 px): the group key and
 # parameter count are left to the groups table and the CLI; the run folder (for `train --resume`)

@@ -5,8 +5,9 @@ import streamlit as st
 from peftviz import appkit, jobpanel
 from peftviz.backbones import check_model
 from peftviz.config import PRESETS, TrainConfig, over_seeds, preset_config
-from peftviz.data import BUILTIN, HUB_DATASETS, DataError, load_data
+from peftviz.data import BUILTIN, HUB_DATASETS, load_data
 from peftviz.engine import check_machine
+from peftviz.errors import DataError, PeftvizError
 from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.paths import uploads_dir
 from peftviz.uploads import as_uploaded, store_upload
@@ -45,7 +46,7 @@ with left:
             try:
                 stored = store_upload(upload.name, upload.getvalue(), server.upload_limit)  # stored by content
                 uploaded, dataset = (stored, upload.name), str(stored)
-            except appkit.PeftvizError as err:
+            except PeftvizError as err:
                 appkit.show_error(err)
     else:
         dataset = st.text_input("Path", placeholder="data.csv, data.jsonl, or a folder of class sub-folders")
@@ -75,7 +76,7 @@ if st.button("Train", type="primary"):
         check_model(config.model)  # a model folder's config.json and tokenizer, without loading its weights
         load_data(config.dataset, seed=config.data_seed, limit=config.limit)
         jobpanel.submit(over_seeds([config], list(range(config.seed, config.seed + n_seeds))))
-    except appkit.PeftvizError as err:  # bad settings, data or model
+    except PeftvizError as err:  # bad settings, data or model
         appkit.show_error(as_uploaded(str(err), *uploaded) if uploaded else err)
 
 incomplete = [run for run in appkit.runs() if run.status == "incomplete" and run.metrics]

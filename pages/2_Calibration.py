@@ -4,12 +4,14 @@ intervals and significance, and recalibration; for single runs or for groups of 
 import pandas as pd
 import streamlit as st
 
-from peftviz import appkit, estimators
+from peftviz import appkit
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import comparison as cmp
+from peftviz.calibration import estimators
+from peftviz.errors import PeftvizError, RunError
 from peftviz.figures import calibration as figures
 from peftviz.figures import palette
-from peftviz.runs import Group, RunError, group_runs
+from peftviz.store.runs import Group, group_runs
 
 MAX_DEFAULT_UNITS = 6
 
@@ -142,7 +144,7 @@ def bins_table(compute, run):
     """compute(run, epoch, n_bins, scheme, name): a per-bin table; None, the error shown, if unreadable."""
     try:
         return appkit.per_run(compute, run, epoch, n_bins, scheme, names[run.name])
-    except appkit.PeftvizError as err:
+    except PeftvizError as err:
         appkit.show_error(err)
         return None
 
@@ -183,7 +185,7 @@ try:
         smooth = appkit.shared(
             smooth_figure, units, [names[u.key] for u in units], epoch, n_resamples, title, band, series
         )
-except appkit.PeftvizError as err:
+except PeftvizError as err:
     appkit.show_error(err)
 else:
     appkit.chart(smooth, "smooth-reliability")
@@ -197,7 +199,7 @@ for unit in units:
     try:
         appkit.per_run(ece_curve, unit, n_bins, scheme, n_resamples, names[unit.key])
         drawn.append(unit)
-    except appkit.PeftvizError as err:
+    except PeftvizError as err:
         appkit.show_error(err)
 if drawn:
     band = ("95% bootstrap over seeds and validation examples (dotted: each seed)" if as_groups
@@ -226,7 +228,7 @@ try:
     if not judged:
         raise RunError(judging.nothing_left())
     shown = comparison(judged, settings, tuple(metrics))
-except appkit.PeftvizError as err:
+except PeftvizError as err:
     appkit.show_error(err)
 else:
     result = shown["result"]
@@ -265,7 +267,7 @@ if with_test:
         method = st.radio("Diagram", list(analysis.RECALIBRATION_NAMES)[1:], horizontal=True,
                           format_func=analysis.RECALIBRATION_NAMES.get, key="recalibration_map")  # fmt: skip
         result = appkit.per_run(analysis.recalibration_bins, run, method, n_bins, scheme)
-    except appkit.PeftvizError as err:
+    except PeftvizError as err:
         appkit.show_error(err)
     else:
         st.dataframe(appkit.shared(analysis.recalibration_wide, table), hide_index=True, key="recalibration-table")

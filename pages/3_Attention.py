@@ -4,8 +4,9 @@ import streamlit as st
 
 from peftviz import appkit
 from peftviz.analysis import attention as analysis
-from peftviz.errors import DataError
+from peftviz.errors import DataError, PeftvizError
 from peftviz.figures import attention as figures
+from peftviz.run_labels import data_changed
 
 CONTEXT = 32  # key tokens shown either side of the query window
 
@@ -50,7 +51,7 @@ run = appkit.pick_run("Run", by_prefix_first, key="attention_run")
 if run is None:
     st.stop()
 config = run.config
-if changed := appkit.data_changed(run):  # the documents below come from the data as it is now
+if changed := data_changed(run):  # the documents below come from the data as it is now
     st.warning(changed)
 try:
     model, tokenizer = appkit.trained_model(run)
@@ -69,7 +70,7 @@ try:
         )
         text, gold = texts[index], names[labels[index]]
     doc = appkit.document_attention(run, text)
-except appkit.PeftvizError as err:
+except PeftvizError as err:
     appkit.show_error(err)
     st.stop()
 

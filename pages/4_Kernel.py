@@ -4,9 +4,10 @@ import streamlit as st
 
 from peftviz import appkit, jobpanel
 from peftviz.analysis import attention, kernel
+from peftviz.errors import PeftvizError
 from peftviz.figures import kernel as figures
 from peftviz.figures import palette
-from peftviz.runs import Run
+from peftviz.store.runs import Run
 
 appkit.page(
     "Kernel",
@@ -27,7 +28,7 @@ def show_lambda(run: Run) -> None:
     try:
         rows = appkit.lambda_rows(run)
         alpha = kernel.fixed_alpha(run)
-    except appkit.PeftvizError as err:
+    except PeftvizError as err:
         appkit.show_error(err)
         return
     appkit.chart(figures.lambda_figure(rows, per_head, alpha, kernel.lambda_title(run)), "kernel_lambda")
@@ -61,7 +62,7 @@ def sweep_rows(run: Run) -> list[dict] | None:
 
     try:
         return kernel.alpha_sweep(run, progress=report)
-    except appkit.PeftvizError as err:
+    except PeftvizError as err:
         appkit.show_error(err)
         return None
     finally:

@@ -4,9 +4,10 @@ import streamlit as st
 
 from peftviz import appkit
 from peftviz.analysis import tiny_heads
+from peftviz.errors import PeftvizError
 from peftviz.figures import palette
 from peftviz.figures import tiny_heads as figures
-from peftviz.runs import Run
+from peftviz.store.runs import Run
 
 MATRIX_CHOICES = {"all four": tiny_heads.MATRICES} | {tiny_heads.SYMBOLS[m]: (m,) for m in tiny_heads.MATRICES}
 
@@ -65,7 +66,7 @@ def show_averaging(run: Run) -> None:
     st.subheader("Before and after averaging")
     try:
         table = tiny_heads.averaging_table(run)
-    except appkit.PeftvizError as err:
+    except PeftvizError as err:
         appkit.show_error(err)
         return
     st.caption(table.note)
@@ -84,7 +85,7 @@ def show_group_averaging(run: Run, runs: list[Run]) -> None:
     st.subheader(f"Before and after averaging, over {len(group.runs)} seeds ({', '.join(map(str, group.seeds))})")
     try:
         table = tiny_heads.group_averaging_table(group)
-    except appkit.PeftvizError as err:
+    except PeftvizError as err:
         appkit.show_error(err)
         return
     st.dataframe(table, hide_index=True, key="tiny_heads_group_table")
@@ -102,7 +103,7 @@ run = st.selectbox("Tiny-attention run", candidates, format_func=appkit.run_labe
                    help="Heads and similarity are per run; the members of a group differ in the seed.")  # fmt: skip
 try:
     layers = run_weights(run)
-except appkit.PeftvizError as err:
+except PeftvizError as err:
     appkit.show_error(err)
     st.stop()
 left, right = st.columns(2)

@@ -11,6 +11,7 @@ import streamlit as st
 from peftviz import appkit, tour
 from peftviz.analysis import attention, kernel, tiny_heads
 from peftviz.analysis import calibration as calibration_analysis
+from peftviz.errors import PeftvizError
 from peftviz.figures import attention as attention_figures
 from peftviz.figures import calibration as calibration_figures
 from peftviz.figures import kernel as kernel_figures
@@ -91,7 +92,7 @@ def draw(step: tour.Step) -> None:
         return
     try:
         figure = appkit.shared(step_figure, step.key, picked, palette.store_series(runs))
-    except appkit.PeftvizError as err:
+    except PeftvizError as err:
         appkit.show_error(err)
         return
     appkit.chart(figure, f"tour_{step.key}")

@@ -1,6 +1,6 @@
 """peftviz: see how parameter-efficient tuning changes a transformer.
 
-The package imports lazily: `import peftviz`, `import peftviz.calibration` and `python -m peftviz
+The package imports lazily: `import peftviz`, `import peftviz.calibration.metrics` and `python -m peftviz
 --help` load no torch. The names below load their module on first use.
 """
 

@@ -1,9 +1,10 @@
-"""Command line: python -m peftviz {train, compare, alpha-grid, runs}.
+"""Command line: python -m peftviz {train, compare, alpha-grid, runs, report}.
 
     python -m peftviz train --method prefix-propagation --dataset bbc-news --preset quick
     python -m peftviz compare --preset quick [--methods all]
     python -m peftviz alpha-grid --preset quick
     python -m peftviz runs
+    python -m peftviz report --metric ece   # ECE of each run or group, its interval, the significant differences
     accelerate launch --multi_gpu --num_processes 2 -m peftviz train ...   # data-parallel (engine.py)
 Every TrainConfig field has a flag (--learning-rate 1e-3, --epochs 5, ...); method options are
 given as --option name=value. Errors end in one line naming the problem.
@@ -19,6 +20,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from peftviz.calibration.estimators import DEFAULT_METRICS, ESTIMATORS
 from peftviz.config import (
     METHOD_SETS,
     PRESETS,
@@ -31,10 +33,11 @@ from peftviz.config import (
     preset_config,
 )
 from peftviz.errors import ConfigError, PeftvizError, RunError
-from peftviz.estimators import DEFAULT_METRICS, ESTIMATORS
+from peftviz.files import atomic_write
 from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.paths import reports_dir, store_dir
-from peftviz.runs import Run, atomic_write, group_row, group_runs, list_runs, load_run, run_row
+from peftviz.run_labels import group_row, run_row
+from peftviz.store.runs import Run, group_runs, list_runs, load_run
 from peftviz.tables import format_table
 
 # settings that are not plain flags: the method has its own flag, and options come as --option

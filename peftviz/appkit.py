@@ -20,22 +20,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from peftviz.errors import PeftvizError
 from peftviz.figures.export import IMAGE_FORMATS, figure_table, file_stem, toolbar_config
-from peftviz.inference import load_trained
-from peftviz.runs import (
-    Group,
-    Run,
-    data_changed,
-    list_runs,
-    refreshed,
-    run_labels,
-    run_signature,
-    store_dir,
-    store_signature,
-)
+from peftviz.paths import store_dir
+from peftviz.run_labels import run_labels
+from peftviz.store.runs import Group, Run, list_runs, refreshed, run_signature, store_signature
 
-__all__ = ["PeftvizError", "chart", "data_changed", "document_attention", "lambda_rows", "options_form", "page", "per_run", "pick_run",
+__all__ = ["chart", "document_attention", "lambda_rows", "options_form", "page", "per_run", "pick_run",
            "runs", "shared", "show_error", "side_by_side", "trained_model"]  # fmt: skip
 
 # Streamlit collects garbage over the whole heap after every script run (`runner.postScriptGC`), a
@@ -183,6 +173,8 @@ def shared(build: Callable, *args, **kwargs):
 
 def trained_model(run: Run):
     """(model, tokenizer) of a run, rebuilt from its parameters once and kept."""
+    from peftviz.inference import load_trained  # here: pages without a model never import torch
+
     return per_run(load_trained, run, spinner="Loading the trained model…", heavy=True)
 
 
@@ -220,7 +212,7 @@ def _run_labels(root: str, signature: tuple) -> dict[str, str]:
 
 def run_label(run: Run) -> str:
     """A run named by its method, seed and what sets it apart from the store's other runs of that
-    method (`runs.run_labels`): a picker's entries differ by what differs, not by a hash."""
+    method (`run_labels.run_labels`): a picker's entries differ by what differs, not by a hash."""
     root = store_dir()
     label = _run_labels(str(root), store_signature(root)).get(run.name)
     return label or run_labels([run])[run.name]

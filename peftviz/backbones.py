@@ -40,13 +40,11 @@ from safetensors import SafetensorError
 from transformers import AutoModel, AutoTokenizer, BertConfig, LongformerConfig, PreTrainedModel, RobertaConfig
 from transformers.utils import logging as hf_logging
 
-from peftviz.attention import ATTN_IMPLEMENTATION, AttentionContext, key_padding_bias
+from peftviz.attention_function import ATTN_IMPLEMENTATION, AttentionContext, key_padding_bias
 from peftviz.errors import ConfigError, ModelLoadError
 from peftviz.long_minilm import long_minilm_path, parse_long_minilm
 from peftviz.longformer import LongEncoder
 from peftviz.model_folder import (
-    BERT_LIKE_MODEL_TYPES,
-    SUPPORTED_MODEL_TYPES,
     check_weights_fit,
     check_weights_present,
     first_line,
@@ -57,7 +55,7 @@ from peftviz.model_folder import (
 from peftviz.options import shown
 from peftviz.paths import minilm_path
 
-__all__ = ["BERT_LIKE_MODEL_TYPES", "DEFAULT_MODEL", "ENCODERS", "SUPPORTED_MODEL_TYPES", "ModelLoadError",
+__all__ = ["DEFAULT_MODEL", "ENCODERS",
            "check_max_length", "check_model", "encode", "encoder_layers", "load_encoder", "max_tokens",
            "tiny_encoder"]  # fmt: skip
 

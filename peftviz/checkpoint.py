@@ -21,8 +21,8 @@ import json
 
 import torch
 
-from peftviz import schema
 from peftviz.errors import RunError
+from peftviz.store import schema
 
 FILE = "resume.safetensors"
 

@@ -65,7 +65,6 @@ __all__ = [
     "MAX_LABEL_CHARS",
     "MAX_ROWS",
     "MAX_TEXT_CHARS",
-    "DataError",
     "HubSource",
     "TextData",
     "describe",

@@ -141,6 +141,17 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     atomic_write(path, lambda tmp: tmp.write_bytes(data))
 
 
+def write_npz_atomic(path: Path, arrays: dict) -> None:
+    """Plain arrays as an npz file (read back with allow_pickle=False), written as `atomic_write` writes."""
+    import numpy as np  # here: the readers of this module need no numpy
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as file:  # a file object: np.savez would append ".npz" to a path
+            np.savez(file, **arrays)
+
+    atomic_write(path, write)
+
+
 def _writer_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True

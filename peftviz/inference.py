@@ -17,7 +17,7 @@ from peftviz.backbones import load_encoder
 from peftviz.data import TextData, load_data
 from peftviz.errors import RunError
 from peftviz.model import PeftClassifier, build_classifier
-from peftviz.runs import Run
+from peftviz.store.runs import Run
 
 
 def pick_device(spec: str = "auto") -> torch.device:

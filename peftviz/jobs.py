@@ -27,15 +27,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError
-from peftviz.runs import Run
+from peftviz.progress import Progress
+from peftviz.store.runs import Run
 from peftviz.worker import compare_in_process
-
-if TYPE_CHECKING:
-    from peftviz.train import Progress
 
 KEEP_FINISHED = 50  # finished jobs kept for their owners' pages; older ones are forgotten
 _ids = itertools.count(1)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from peftviz.analysis import kernel, tiny_heads
-from peftviz.runs import Run
+from peftviz.store.runs import Run
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ import math
 import platform
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from importlib.metadata import version
@@ -35,24 +34,12 @@ from peftviz.errors import RunError, TrainingError
 from peftviz.inference import evaluation_metrics, make_loader, tokenize
 from peftviz.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
-from peftviz.runs import FollowerWriter, Run, RunWriter, best_epoch_of, load_run, read_metrics_lines
+from peftviz.progress import Progress, ProgressCallback
+from peftviz.store.runs import Run, best_epoch_of, load_run, read_metrics_lines
+from peftviz.store.writer import FollowerWriter, RunWriter
 from peftviz.uploads import data_sha256
 
-__all__ = ["Progress", "Trainer", "TrainingError", "compare", "train"]
-
-
-@dataclass
-class Progress:
-    run: str  # the run's display name
-    phase: str  # "train", "evaluate" or "done"
-    epoch: int
-    epochs: int
-    batch: int = 0  # batches done in this epoch
-    batches: int = 0  # batches per epoch
-    loss: float | None = None  # running mean training loss of this epoch
-
-
-ProgressCallback = Callable[[Progress], None]
+__all__ = ["Trainer", "compare", "train"]
 
 
 def seed_everything(seed: int) -> None:

@@ -8,7 +8,7 @@ said of the file the user chose (`as_uploaded`), not of the name peftviz stored 
 
 A run records the SHA-256 of the data it read (`data_sha256`), whatever its source (an upload, a
 local file or folder, the built-in corpus), so a page can say when the data under that name has
-changed since (`peftviz.runs.data_changed`).
+changed since (`peftviz.run_labels.data_changed`).
 """
 
 from __future__ import annotations

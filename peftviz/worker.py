@@ -36,6 +36,8 @@ from pathlib import Path
 from peftviz import errors
 from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError, TrainingError
+from peftviz.progress import Progress
+from peftviz.store.runs import load_run
 
 COMMAND = [sys.executable, "-m", "peftviz.worker"]  # a test swaps it for a child that dies
 # Training yields the CPU to the server: pages stay responsive while a job trains, and a job alone
@@ -53,9 +55,6 @@ def compare_in_process(
     Raises the PeftvizError the child raised (its class and first line), or a TrainingError if
     the child died without a word (killed, out of memory).
     """
-    from peftviz.runs import load_run
-    from peftviz.train import Progress
-
     settings = json.dumps(
         {
             "configs": [config.to_dict() for config in configs],
@@ -125,7 +124,6 @@ def main(parent: int) -> None:
     channel = os.fdopen(os.dup(1), "w")
     os.nice(NICENESS)
     os.dup2(2, 1)  # stray prints (libraries, warnings) go to stderr, never into the answers
-    from peftviz.runs import load_run
     from peftviz.train import compare, resume
 
     def report(event) -> None:

@@ -12,11 +12,21 @@ import signal
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 from peftviz import build_classifier, tiny_encoder
 
 BERT_FAMILIES = ("bert", "roberta")  # self-attention through transformers' AttentionInterface
 FAMILIES = (*BERT_FAMILIES, "longformer")  # peftviz's own banded attention (longformer.py)
+
+# the fuzz tests' settings: the same examples on every run (no database), no per-example deadline
+# (a loaded CI machine is slow), and fixtures shared by the examples of one test on purpose
+FUZZ = settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def tiny_classifier(method: str, family: str = "bert", num_labels: int = 3, seed: int = 0, **options):
@@ -111,7 +121,7 @@ def each_case_within(seconds: int):
 def seed_values_and_draws(runs, metric: str, which="test", n_resamples: int = 60, seed: int = 0, n_bins: int = 10):
     """Each run's point value (S,) and its draws (S, R) on one set of resampled example rows, from the
     estimators directly (the rows as `stats.resample_indices` draws them)."""
-    from peftviz import estimators
+    from peftviz.calibration import estimators
 
     n_examples = len(runs[0].predictions(which)[1])
     rows = np.random.default_rng(seed).integers(0, n_examples, size=(n_resamples, n_examples))

@@ -77,14 +77,16 @@ def python(code: str) -> str:
     "entry",
     [
         "import peftviz",
-        "import peftviz.calibration",
+        "import peftviz.calibration.metrics",
+        "import peftviz.analysis.calibration, peftviz.analysis.comparison, peftviz.figures.calibration",  # Calibration page
         "import peftviz.methods; list(peftviz.methods.METHODS)",
         "from peftviz.__main__ import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
         "from peftviz.__main__ import main\ntry:\n    main(['compare', '--help'])\nexcept SystemExit:\n    pass",
     ],
 )
 def test_light_entry_points_import_no_torch(entry):
-    """`python -m peftviz --help` and the calibration module load neither torch nor transformers."""
+    """`python -m peftviz --help`, the calibration package and what the Calibration page computes and draws load
+    neither torch nor transformers."""
     loaded = python(f"{entry}\nimport sys\nprint(sorted({{'torch', 'transformers'}} & set(sys.modules)))")
     assert loaded.strip().splitlines()[-1] == "[]"
 
@@ -95,3 +97,119 @@ def test_help_lists_the_choices():
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
     ).stdout  # fmt: skip
     assert "{cls,mean}" in text and "{linear,cosine}" in text and "--methods" in text
+
+
+# ---------------------------------------------------------------- layers: core → analysis → figures → app
+
+APP_LAYER = ("app.py", "pages/", "peftviz/appkit.py", "peftviz/jobpanel.py")  # the only files that may import streamlit
+# What analysis and figures never reach, themselves or through peftviz modules. (The analysis of a model's attention
+# loads transformers, and transformers loads accelerate where it is installed: that import is transformers', not ours.)
+TRAINING_STACK = ("peftviz.train", "peftviz.engine", "accelerate")
+
+
+def module_of(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, root: Path) -> set[str]:
+    """Every module a file imports, at any depth of its code (a function's lazy import counts), as absolute names;
+    `from a import b` gives both a and a.b (b may be a module)."""
+    package = module_of(path, root).rsplit(".", 1)[0] if path.name != "__init__.py" else module_of(path, root)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            found |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+    return found
+
+
+def source_files(root: Path) -> list[Path]:
+    return sorted((root / "peftviz").rglob("*.py")) + sorted((root / "pages").glob("*.py")) + [root / "app.py"]
+
+
+def reaches(start: str, graph: dict[str, set[str]], targets: tuple[str, ...]) -> list[str] | None:
+    """The chain of peftviz imports from `start` to a module named in `targets` (or inside one), if any."""
+    chains, seen = [[start]], {start}
+    while chains:
+        chain = chains.pop(0)
+        for name in sorted(graph.get(chain[-1], ())):
+            if any(name == t or name.startswith(f"{t}.") for t in targets):
+                return [*chain, name]
+            if name in graph and name not in seen:
+                seen.add(name)
+                chains.append([*chain, name])
+    return None
+
+
+def layer_violations(root: Path) -> list[str]:
+    """Where the tree breaks the layering rules, one line each (empty: none)."""
+    files = [f for f in source_files(root) if f.exists()]
+    graph = {module_of(f, root): imports_of(f, root) for f in files}
+    found = []
+    for f in files:
+        where = str(f.relative_to(root))
+        uses_streamlit = any(m == "streamlit" or m.startswith("streamlit.") for m in graph[module_of(f, root)])
+        if uses_streamlit and not where.startswith(APP_LAYER):
+            found.append(f"{where} imports streamlit, but only the app layer may")
+        if where.startswith(("peftviz/analysis/", "peftviz/figures/")):
+            chain = reaches(module_of(f, root), graph, TRAINING_STACK)
+            if chain:
+                found.append(f"{where} reaches the training stack: {' -> '.join(chain)}")
+    return found
+
+
+def test_the_layers_hold():
+    """Only the app layer imports streamlit; analysis and figures reach neither the trainer, the engine nor
+    accelerate, directly or through other peftviz modules."""
+    assert len(source_files(ROOT)) > 60  # the check covers the package, the pages and app.py
+    assert layer_violations(ROOT) == []
+
+
+@pytest.mark.parametrize(
+    ("planted", "expected"),
+    [
+        ({"peftviz/analysis/x.py": "import streamlit as st\n"}, "peftviz/analysis/x.py imports streamlit"),
+        (
+            {"peftviz/store/y.py": "def f():\n    from streamlit import cache_data\n"},
+            "peftviz/store/y.py imports streamlit",
+        ),
+        ({"peftviz/figures/z.py": "from peftviz import train\n"}, "peftviz.figures.z -> peftviz.train"),
+        (
+            {
+                "peftviz/analysis/a.py": "from peftviz import helper\n",
+                "peftviz/helper.py": "from .engine import Engine\n",
+            },
+            "peftviz.analysis.a -> peftviz.helper -> peftviz.engine",
+        ),
+        ({"peftviz/figures/b.py": "def f():\n    import accelerate\n"}, "peftviz.figures.b -> accelerate"),
+    ],
+)
+def test_the_layer_check_finds_a_planted_violation(tmp_path, planted, expected):
+    for name in ("peftviz/__init__.py", "peftviz/analysis/__init__.py", "peftviz/figures/__init__.py", "app.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "1_Page.py").write_text("import streamlit as st\n")  # allowed: the app layer
+    assert layer_violations(tmp_path) == []
+    for name, text in planted.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = layer_violations(tmp_path)
+    assert len(found) == 1 and expected in found[0], found
+
+
+@pytest.mark.parametrize("entry", ["import peftviz.appkit", "import peftviz.jobs", "import peftviz.jobpanel"])
+def test_the_app_layer_imports_no_trainer(entry):
+    """Pages import appkit and the job queue on every run: they must not load the training stack (the trainer
+    runs in a child process, `peftviz.worker`), nor torch until a page asks for a model."""
+    loaded = python(
+        f"{entry}\nimport sys\nprint(sorted({{'accelerate', 'torch', 'peftviz.train'}} & set(sys.modules)))"
+    )
+    assert loaded.strip().splitlines()[-1] == "[]"

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from peftviz import calibration as cal
-from peftviz.estimators import estimate_all
+from peftviz.calibration import binning
+from peftviz.calibration.estimators import estimate_all
 
 TIGHT = 1e-12
 
@@ -171,7 +172,7 @@ def test_one_hot_wrong_is_worst():
     ],
 )
 def test_width_bin_of_exact_edge_confidences(confidence, n_bins, expected_bin):
-    assert cal._width_bin_ids(np.array([confidence]), n_bins)[0] == expected_bin
+    assert binning.width_bin_ids(np.array([confidence]), n_bins)[0] == expected_bin
 
 
 @pytest.mark.parametrize(("n_classes", "expected_bin"), [(10, 0), (2, 4), (1, 9)])
@@ -289,8 +290,8 @@ def test_summary_matches_the_individual_metrics():
 def test_vectorised_resampled_eces_match_a_loop(scheme):
     probs, labels = random_probs(120, 3, seed=6)
     resample_idx = np.random.default_rng(1).integers(0, 120, size=(15, 120))
-    confidence, correct = cal._top_label(probs, labels)
-    vectorised = cal._resampled_eces(confidence, correct, resample_idx, 10, scheme)
+    confidence, correct = binning.top_label(probs, labels)
+    vectorised = binning.resampled_eces(confidence, correct, resample_idx, 10, scheme)
     looped = [cal.ece(probs[idx], labels[idx], 10, scheme) for idx in resample_idx]
     np.testing.assert_allclose(vectorised, looped, atol=TIGHT)
 
@@ -418,9 +419,9 @@ def test_apply_temperature_validates_probs(case):
 
 
 def test_error_messages_are_one_line():
-    for case, (probs, labels, binning, _) in BAD_INPUTS.items():
+    for case, (probs, labels, bins, _) in BAD_INPUTS.items():
         with pytest.raises(ValueError) as caught:
-            cal.ece(probs, labels, **binning)
+            cal.ece(probs, labels, **bins)
         assert "\n" not in str(caught.value), case
 
 
@@ -428,7 +429,7 @@ def test_error_messages_are_one_line():
 
 
 def test_module_does_not_import_netcal_or_scipy_at_top_level():
-    # `import netcal` costs ~4 s (gpytorch, pyro); it must never run on `import peftviz.calibration`
+    # `import netcal` costs ~4 s (gpytorch, pyro); it must never run on `import peftviz.calibration.metrics`
     tree = ast.parse(Path(cal.__file__).read_text())
     top_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     names = [alias.name for node in top_level for alias in node.names] + [

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import peftviz.data as data_module
-from peftviz.data import BUILTIN, HUB_DATASETS, NEWSGROUPS, DataError, TextData, describe, load_data
+from peftviz.data import BUILTIN, HUB_DATASETS, NEWSGROUPS, TextData, describe, load_data
+from peftviz.errors import DataError
 from tests.helpers import hard_timeout
 
 SPLITS = ("train", "validation", "test")
@@ -290,7 +291,7 @@ def messages_in_a_child(specs: list[str], memory: int = 3 << 30) -> list[str]:
     limit (MemoryError, a failed test), not take this machine's memory.
     """
     code = (
-        "import sys\nfrom peftviz.data import DataError, load_data\nfor spec in sys.argv[1:]:\n"
+        "import sys\nfrom peftviz.data import load_data\nfrom peftviz.errors import DataError\nfor spec in sys.argv[1:]:\n"
         "    try:\n        load_data(spec)\n        print('loaded')\n"
         "    except DataError as err:\n        print(err)\n"
     )

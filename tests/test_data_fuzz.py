@@ -20,20 +20,15 @@ from pathlib import Path
 
 import datasets
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from peftviz.data import MAX_TEXT_CHARS, DataError, TextData, load_data
-from tests.helpers import hard_timeout
+from peftviz.data import MAX_TEXT_CHARS, TextData, load_data
+from peftviz.errors import DataError
+from tests.helpers import FUZZ, hard_timeout
 from tests.test_data import SPLITS, assert_well_formed
 
 TIMEOUT_S = 10
-FUZZ = settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
 
 # class name -> spellings of it; any mix of spellings of a few classes must load as those classes
 JSONL_CLASSES = {

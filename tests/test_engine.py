@@ -22,7 +22,7 @@ from peftviz.errors import ConfigError
 from peftviz.inference import evaluation_metrics, run_data
 from peftviz.methods import METHODS
 from peftviz.model import build_classifier
-from peftviz.runs import list_runs
+from peftviz.store.runs import list_runs
 from peftviz.train import train
 
 ROOT = Path(__file__).resolve().parent.parent

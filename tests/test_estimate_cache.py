@@ -6,9 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from peftviz import estimators
 from peftviz.analysis import estimates as cache
 from peftviz.analysis.comparison import Settings, run_estimates
+from peftviz.calibration import estimators
+from peftviz.store import caches
 from tests.test_planted_stat_faults import LABELS, scaled_draw, write_run
 
 SETTINGS = Settings("test", 10, "width", 50, 0)
@@ -35,7 +36,7 @@ def computed(monkeypatch):
 
 
 def cache_files(run):
-    return sorted((run.path / cache.ESTIMATES_DIR).glob("*.npz"))
+    return sorted(caches.cache_path(run.path, cache.ESTIMATES_DIR).glob("*.npz"))
 
 
 def test_estimates_equal_a_fresh_computation_and_are_read_back_the_second_time(run, computed):
@@ -111,17 +112,18 @@ def test_a_damaged_cache_is_ignored_and_written_again(run, computed, how):
     assert len(computed) == 4  # computed again, not read
     assert np.array_equal(again.samples, good.samples) and again.value == good.value
     path = (
-        run.path / cache.ESTIMATES_DIR / f"{cache.estimates_key(*run.predictions('test'), 'test', SETTINGS)[:32]}.npz"
+        caches.cache_path(run.path, cache.ESTIMATES_DIR)
+        / f"{cache.estimates_key(*run.predictions('test'), 'test', SETTINGS)[:32]}.npz"
     )
     assert not path.is_symlink() and cache.schema.read_estimates(path, cache.estimates_key(
         *run.predictions("test"), "test", SETTINGS), 50)["ece"][0] == good.value  # fmt: skip
 
 
 def test_a_store_that_cannot_be_written_still_gives_the_estimates(run, computed, monkeypatch):
-    def refused(path, write):
+    def refused(path, arrays):
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(cache, "atomic_write", refused)
+    monkeypatch.setattr(caches, "write_npz_atomic", refused)
     found = run_estimates(run, SETTINGS, ["accuracy"])["accuracy"]
     run_estimates(run, SETTINGS, ["accuracy"])
     assert found.samples.shape == (50,) and len(computed) == 4 and not cache_files(run)

@@ -17,8 +17,8 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import f1_score
 
 from peftviz import calibration as cal
-from peftviz import estimators as est
-from peftviz.stats import resample_indices
+from peftviz.calibration import estimators as est
+from peftviz.calibration.stats import resample_indices
 
 TIGHT = 1e-12
 CALIBRATION_METRICS = [m for m in est.ESTIMATORS if m not in ("accuracy", "macro_f1")]
@@ -465,7 +465,8 @@ def test_a_stored_runs_estimates_are_recomputed_from_its_predictions(tmp_path):
     present: what the comparison reads back equals every estimator's reference on the loaded arrays."""
     from peftviz.analysis.comparison import Settings, run_estimates
     from peftviz.config import TrainConfig
-    from peftviz.runs import RunWriter, load_run
+    from peftviz.store.runs import load_run
+    from peftviz.store.writer import RunWriter
 
     probs, labels = edge_set()
     import torch

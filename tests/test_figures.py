@@ -114,7 +114,7 @@ def four_class_predictions():
 
 @pytest.mark.parametrize("scheme", ["width", "mass"])
 def test_a_classwise_figure_has_a_panel_per_class_drawing_its_rows(scheme):
-    from peftviz import calibration as metrics
+    from peftviz.calibration import metrics
 
     probs, labels = four_class_predictions()
     table = classwise_frame(probs, labels, 10, scheme, "lora", 3, CLASS_NAMES)
@@ -287,7 +287,7 @@ def confident_run(n: int = 400, seed: int = 0):
 def test_the_smooth_diagram_draws_a_panel_per_run_and_no_curve_where_there_are_no_predictions():
     """The quick store's fine-tuning curve lay flat at accuracy 0 up to confidence 0.67, where it made
     no predictions, and six runs' bands on one plot hid one another."""
-    from peftviz import estimators
+    from peftviz.calibration import estimators
 
     curves = {name: estimators.smooth_reliability(*confident_run(seed=i), n_resamples=10, seed=i)
               for i, name in enumerate(["prefix-tuning", "lora", "bitfit", "ia3"])}  # fmt: skip

@@ -127,7 +127,7 @@ def test_a_failed_job_keeps_its_error_and_the_next_one_runs():
 
 
 def test_a_run_is_queued_to_resume_once(smoke_store):
-    from peftviz.runs import list_runs
+    from peftviz.store.runs import list_runs
 
     gate = Gate()
     queue = JobQueue(train=gate)
@@ -310,7 +310,7 @@ def test_two_quick_train_presses_on_a_single_user_server_both_run(empty_store, m
 def test_a_cancelled_run_is_resumed_from_the_train_page_keeping_its_finished_epochs(empty_store, monkeypatch):
     """Cancel a real job between epochs (its child process stopped), then Resume it on the Train page."""
     from peftviz.config import preset_config
-    from peftviz.runs import list_runs
+    from peftviz.store.runs import list_runs
 
     queue = fake_queue(monkeypatch, train=None)  # the real trainer, in a child process
     job = queue.submit([preset_config("smoke", epochs=3)], empty_store, owner="me")

@@ -13,7 +13,8 @@ from peftviz.__main__ import main
 from peftviz.backbones import check_model, load_encoder
 from peftviz.config import MAX_LABEL_CHARS, TrainConfig, preset_config
 from peftviz.errors import ConfigError, ModelLoadError, PeftvizError
-from peftviz.runs import RunWriter, load_run
+from peftviz.store.runs import load_run
+from peftviz.store.writer import RunWriter
 from tests.helpers import tiny_model_folder
 
 NOT_A_NAME = "Expecting property name enclosed in double quotes"  # json's message

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from transformers import BertConfig, RobertaConfig
 from transformers.activations import ACT2FN
@@ -43,15 +43,9 @@ from peftviz import build_classifier
 from peftviz.backbones import check_model, load_encoder
 from peftviz.errors import ModelLoadError
 from peftviz.methods import DEFAULT_METHOD
-from tests.helpers import hard_timeout, tiny_model_folder
+from tests.helpers import FUZZ, hard_timeout, tiny_model_folder
 
 TIMEOUT_S = 20
-FUZZ = settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
 FAMILIES = ("bert", "roberta")
 CONFIG_CLASSES = {"bert": BertConfig, "roberta": RobertaConfig}
 TEST_SENTENCE = "the news"

@@ -13,7 +13,7 @@ from peftviz.analysis import attention as analysis
 from peftviz.figures import attention as figures
 from peftviz.inference import load_trained
 from peftviz.longformer import BandedAttention
-from peftviz.runs import list_runs
+from peftviz.store.runs import list_runs
 from tests.build_counts import count_calls, private_store
 from tests.helpers import charts, give_params_a_wrong_shape, plotly_array
 

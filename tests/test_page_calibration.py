@@ -14,12 +14,14 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz import calibration, estimators
+from peftviz import calibration
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import comparison as cmp
+from peftviz.calibration import estimators
 from peftviz.config import TrainConfig
+from peftviz.errors import RunError
 from peftviz.figures import calibration as figures
-from peftviz.runs import Run, RunError, group_runs, list_runs, load_run
+from peftviz.store.runs import Run, group_runs, list_runs, load_run
 from tests.build_counts import count_calls, private_store
 from tests.helpers import charts, plotly_array, seed_values_and_draws, two_level_by_hand
 from tests.test_calibration import bins_by_hand, scipy_wilson
@@ -432,8 +434,8 @@ def test_a_groups_ece_band_is_the_two_level_bootstrap_over_its_seeds(group_page)
 
 
 def test_recalibration_is_fitted_on_validation_and_judged_on_test_with_every_estimator(run):
-    from peftviz import recalibration
     from peftviz.analysis.comparison import Settings
+    from peftviz.calibration import recalibration
 
     table = analysis.recalibration_estimates(run, Settings(n_resamples=40), ["ece", "nll"])
     assert list(table["map"].unique()) == list(analysis.RECALIBRATION_NAMES.values())

@@ -86,7 +86,7 @@ def test_train_page_trains_a_smoke_run_in_the_background(empty_store):
 def test_home_lists_groups_of_seeds_with_their_mean_and_interval(app_seeds_store):
     from scipy import stats
 
-    from peftviz.runs import group_runs, list_runs
+    from peftviz.store.runs import group_runs, list_runs
 
     at = open_page("pages/0_home.py")
     assert not at.exception and not at.error
@@ -150,7 +150,7 @@ def test_a_refused_learning_rate_blocks_train_with_one_sentence(empty_store, mon
 def test_home_tells_a_run_in_training_from_a_stopped_one(app_store, tmp_path, monkeypatch):
     import shutil
 
-    from peftviz.runs import WriterLock
+    from peftviz.store.writer import WriterLock
 
     store = tmp_path / "runs"
     shutil.copytree(app_store, store)
@@ -206,7 +206,7 @@ def test_a_finished_job_shows_only_to_the_visitor_who_started_it(empty_store, mo
 def test_progress_bars_say_the_time_taken_and_left():
     from peftviz.config import comparison
     from peftviz.jobs import Job, clock, elapsed_and_left
-    from peftviz.train import Progress
+    from peftviz.progress import Progress
 
     assert (clock(65), clock(3725)) == ("1:05", "1:02:05")
     assert elapsed_and_left(60, 0.25) == "1:00 elapsed, about 3:00 left"

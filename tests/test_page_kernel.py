@@ -16,7 +16,8 @@ from peftviz.analysis import attention, kernel
 from peftviz.config import alpha_grid
 from peftviz.figures import kernel as figures
 from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID
-from peftviz.runs import list_runs, load_run
+from peftviz.store import caches
+from peftviz.store.runs import list_runs, load_run
 from tests.helpers import charts
 from tests.job_helpers import fake_queue
 
@@ -128,14 +129,17 @@ def test_alpha_sweep_exact_row_reproduces_prefix_propagation_and_is_cached(copie
     assert evaluations == [*ALPHA_GRID, "exact"]
     assert events[0][:2] == (0, 7) and events[-1][:2] == (7, 7)
 
-    stored_file = json.loads((run.path / kernel.SWEEP_FILE).read_text())
+    stored_file = json.loads(caches.cache_path(run.path, kernel.SWEEP_FILE).read_text())
     assert next(iter(stored_file["sweeps"].values()))["rows"] == rows
     assert kernel.alpha_sweep(load_run(run.path)) == rows  # read back: no evaluation
     assert kernel.cached_alpha_sweep(run) == rows
     assert len(evaluations) == 7
 
     kernel.alpha_sweep(run, (2e-3,))  # another α list is another entry
-    assert len(evaluations) == 9 and len(json.loads((run.path / kernel.SWEEP_FILE).read_text())["sweeps"]) == 2
+    assert (
+        len(evaluations) == 9
+        and len(json.loads(caches.cache_path(run.path, kernel.SWEEP_FILE).read_text())["sweeps"]) == 2
+    )
     assert kernel.cached_alpha_sweep(run) == rows
 
 
@@ -333,7 +337,7 @@ def test_page_on_an_empty_store_says_so(empty_store):
 def test_page_shows_a_running_grid_job_with_one_bar_per_run(kernel_store, monkeypatch):
     import threading
 
-    from peftviz.train import Progress
+    from peftviz.progress import Progress
 
     configs = alpha_grid("quick")
     events = [Progress(configs[0].run_title, "done", 3, 3), Progress(configs[1].run_title, "train", 2, 4, 6, 10)]
@@ -440,7 +444,7 @@ def test_page_draws_each_alphas_seed_mean_with_its_t_interval_and_the_seeds(alph
 def test_page_says_a_damaged_sweep_cache_was_left_out(kernel_store):
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     run = at.selectbox(key="kernel_run").value
-    (run.path / kernel.SWEEP_FILE).parent.mkdir(exist_ok=True)
+    caches.cache_path(run.path, kernel.SWEEP_FILE).parent.mkdir(exist_ok=True)
     rows = [{"alpha": a, "accuracy": "high", "ece": 0.1, "nll": 1.0} for a in [*kernel.grid_alphas(), kernel.EXACT]]
     sweeps = {
         kernel._sweep_key(kernel.grid_alphas()): {
@@ -449,7 +453,9 @@ def test_page_says_a_damaged_sweep_cache_was_left_out(kernel_store):
             "rows": rows,
         }
     }
-    (run.path / kernel.SWEEP_FILE).write_text(json.dumps({"format": kernel.SWEEP_FORMAT, "sweeps": sweeps}))
+    caches.cache_path(run.path, kernel.SWEEP_FILE).write_text(
+        json.dumps({"format": kernel.SWEEP_FORMAT, "sweeps": sweeps})
+    )
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception
     (warning,) = at.warning

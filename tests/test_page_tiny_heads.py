@@ -10,9 +10,10 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from peftviz.analysis import tiny_heads
+from peftviz.errors import RunError
 from peftviz.figures import tiny_heads as figures
 from peftviz.methods.tiny_attention import TinyAttention
-from peftviz.runs import RunError, list_runs
+from peftviz.store.runs import list_runs
 from tests.helpers import charts, give_params_a_wrong_shape, plotly_array
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from peftviz import tour
-from peftviz.runs import list_runs
+from peftviz.store.runs import list_runs
 from tests.build_counts import count_calls, private_store
 from tests.helpers import charts
 

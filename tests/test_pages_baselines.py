@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from peftviz.config import comparison
-from peftviz.runs import list_runs
+from peftviz.store.runs import list_runs
 from tests.helpers import charts
 
 ROOT = Path(__file__).resolve().parent.parent

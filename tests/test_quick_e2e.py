@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from peftviz import calibration
-from peftviz.runs import list_runs
+from peftviz.store.runs import list_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 

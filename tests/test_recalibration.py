@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from peftviz import calibration, recalibration
-from peftviz.recalibration import RECALIBRATORS, IsotonicCalibration, VectorScaling, recalibrate
+from peftviz import calibration
+from peftviz.calibration import metrics, recalibration
+from peftviz.calibration.recalibration import RECALIBRATORS, IsotonicCalibration, VectorScaling, recalibrate
 
 NAMES = tuple(RECALIBRATORS)
 
@@ -112,7 +113,7 @@ def test_vector_gradient_matches_finite_differences():
 
     rng = np.random.default_rng(3)
     probs, labels = over_confident(200, 4, rng)
-    logits = calibration._log_probs(probs)
+    logits = metrics.log_probs(probs)
     params = rng.normal(scale=0.5, size=8) + np.r_[np.ones(4), np.zeros(4)]
     error = check_grad(
         lambda p: recalibration._vector_nll_and_grad(p, logits, labels)[0],
@@ -125,11 +126,11 @@ def test_vector_gradient_matches_finite_differences():
 def test_vector_nll_with_equal_weights_is_the_tempered_nll():
     rng = np.random.default_rng(4)
     probs, labels = over_confident(300, 5, rng)
-    logits = calibration._log_probs(probs)
+    logits = metrics.log_probs(probs)
     for temperature in (0.5, 1.0, 3.0):
         params = np.r_[np.full(5, 1.0 / temperature), np.zeros(5)]
         nll, _ = recalibration._vector_nll_and_grad(params, logits, labels)
-        assert nll == pytest.approx(calibration._tempered_nll(logits, labels, temperature), rel=1e-12)
+        assert nll == pytest.approx(metrics.tempered_nll(logits, labels, temperature), rel=1e-12)
 
 
 def test_vector_recovers_known_weights_and_bias():

@@ -17,7 +17,7 @@ from torch import nn
 from peftviz import checkpoint
 from peftviz.config import preset_config
 from peftviz.errors import RunError
-from peftviz.runs import RunWriter
+from peftviz.store.writer import RunWriter
 
 LABELS = ["a", "b", "c"]
 # a step the scaler skips (an overflow) leaves the scheduler stepping first: torch warns, as in real fp16 runs

@@ -14,7 +14,9 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import kernel
-from peftviz.runs import list_runs, load_run, run_row
+from peftviz.run_labels import run_row
+from peftviz.store import caches
+from peftviz.store.runs import list_runs, load_run
 from tests.test_store_fuzz import npz_bytes, write_good_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,7 +127,7 @@ def sweep_run(tmp_path):
 
 def store_sweeps(run, sweeps: dict[str, list], best_epoch: int = 2) -> None:
     """analysis/alpha_sweep.json holding `sweeps` (α list key -> rows), as `kernel._store_sweep` writes it."""
-    path = run.path / kernel.SWEEP_FILE
+    path = caches.cache_path(run.path, kernel.SWEEP_FILE)
     path.parent.mkdir(exist_ok=True)
     entries = {key: {"alphas": [float(a) for a in key.split(",")], "best_epoch": best_epoch, "rows": rows}
                for key, rows in sweeps.items()}  # fmt: skip

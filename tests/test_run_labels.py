@@ -1,9 +1,10 @@
-"""Pickers name runs by what sets them apart (`runs.run_labels`), not by a hash."""
+"""Pickers name runs by what sets them apart (`run_labels.run_labels`), not by a hash."""
 
 from pathlib import Path
 
 from peftviz.config import preset_config
-from peftviz.runs import Run, run_labels
+from peftviz.run_labels import run_labels
+from peftviz.store.runs import Run
 
 
 def run(name: str, created: str = "2026-11-22T10:00:00+0000", **settings) -> Run:

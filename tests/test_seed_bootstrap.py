@@ -1,4 +1,4 @@
-"""peftviz.stats' seeds × examples bootstrap: coverage on simulated data with a known truth, its
+"""peftviz.calibration.stats' seeds × examples bootstrap: coverage on simulated data with a known truth, its
 reduction to the paired bootstrap for single runs, its pairing, and the probability of improvement
 against rliable's own function.
 
@@ -19,8 +19,8 @@ import pytest
 from scipy import stats as scipy_stats
 from scipy.special import expit
 
-from peftviz.calibration import _resampled_eces
-from peftviz.stats import (
+from peftviz.calibration.binning import resampled_eces
+from peftviz.calibration.stats import (
     SeedDraws,
     improvement,
     paired_bootstrap_from_samples,
@@ -59,8 +59,8 @@ def one_comparison(rng, n_seeds: int) -> dict[str, tuple[float, float]]:
     confidence, correct = simulated_seeds(rng, n_seeds)
     rows = resample_indices(N_EXAMPLES, N_RESAMPLES, int(rng.integers(2**31)))  # one set of rows for every seed
     identity = np.arange(N_EXAMPLES)[None, :]
-    values = np.array([_resampled_eces(c, h, identity, 10, "width")[0] for c, h in zip(confidence, correct)])
-    draws = np.stack([_resampled_eces(c, h, rows, 10, "width") for c, h in zip(confidence, correct)])  # (S, R)
+    values = np.array([resampled_eces(c, h, identity, 10, "width")[0] for c, h in zip(confidence, correct)])
+    draws = np.stack([resampled_eces(c, h, rows, 10, "width") for c, h in zip(confidence, correct)])  # (S, R)
     unit = SeedDraws(tuple(range(n_seeds)), values, draws)
     return {
         "two-level bootstrap": two_level_interval(unit, seed=int(rng.integers(2**31)))[1:],
@@ -98,7 +98,7 @@ def test_the_simulated_seeds_are_calibrated_as_constructed():
     big_rng = np.random.default_rng(1)
     z, v = big_rng.normal(1.0, 1.5, 400_000), big_rng.random(400_000)
     c = 0.5 + 0.5 * expit(z + NOISE * big_rng.normal(size=z.shape))
-    ece = _resampled_eces(c, v < c - 0.08, np.arange(c.size)[None, :], 10, "width")[0]
+    ece = resampled_eces(c, v < c - 0.08, np.arange(c.size)[None, :], 10, "width")[0]
     assert ece == pytest.approx(0.08, abs=0.003)
     assert confidence.shape == correct.shape == (1, N_EXAMPLES)
     assert true_mean_ece(0.08, 1e-9) == pytest.approx(0.08) and true_mean_ece(0.0, 0.02) == pytest.approx(

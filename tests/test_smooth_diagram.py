@@ -7,9 +7,9 @@ from relplot import prepare_rel_diagram
 from relplot.estimators import KernelSmoother
 from relplot.kernels import ReflectedGaussianKernel
 
-from peftviz import estimators
-from peftviz.calibration import _top_label
-from peftviz.stats import resample_indices
+from peftviz.calibration import estimators
+from peftviz.calibration.binning import top_label
+from peftviz.calibration.stats import resample_indices
 
 
 def predictions(n: int, seed: int, sharpness: float = 0.3):
@@ -23,7 +23,7 @@ def predictions(n: int, seed: int, sharpness: float = 0.3):
 def test_each_bootstrap_fit_is_relplots_kernel_smoother_on_that_resample(n, seed, sharpness):
     probs, labels = predictions(n, seed, sharpness)
     diagram = estimators.smooth_reliability(probs, labels, n_resamples=60, seed=seed)
-    confidence, correct = _top_label(probs, labels)
+    confidence, correct = top_label(probs, labels)
     rows = resample_indices(n, 60, seed)
     fits = estimators.bootstrap_fits(confidence, correct, diagram.sigma, diagram.mesh, rows)
     for row, fit in zip(rows, fits):
@@ -38,7 +38,7 @@ def test_each_bootstrap_fit_is_relplots_kernel_smoother_on_that_resample(n, seed
 def test_without_a_band_the_curve_is_relplots_fit_on_all_predictions():
     probs, labels = predictions(213, 3)
     diagram = estimators.smooth_reliability(probs, labels, band=False)
-    confidence, correct = _top_label(probs, labels)
+    confidence, correct = top_label(probs, labels)
     out = prepare_rel_diagram(confidence, correct.astype(float), plot_confidence_band=False, report_CE_std=False)
     assert np.array_equal(diagram.curve, out["mu"]) and np.array_equal(diagram.density, out["density"])
     assert np.array_equal(diagram.lower, diagram.curve) and np.array_equal(diagram.upper, diagram.curve)

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import relplot
 
-from peftviz import calibration, smooth_ece
+from peftviz.calibration import binning, smooth_ece
+from peftviz.calibration.smooth_ece import resampled_smooth_ece
+from peftviz.calibration.stats import resample_indices
 from peftviz.errors import ConfigError
-from peftviz.runs import list_runs
-from peftviz.smooth_ece import resampled_smooth_ece
-from peftviz.stats import resample_indices
+from peftviz.store.runs import list_runs
 
 TOLERANCE = 1e-6
 SMALLEST_SIGMA = 2**-9  # the search's smallest computed bandwidth: its last midpoint, 2^-10, is below eps
@@ -51,7 +51,7 @@ def identity_and_resamples(n_examples: int, n_resamples: int, seed: int = 0) -> 
 def test_every_resample_of_a_stored_runs_test_predictions_equals_relplots(smoke_store):
     run = list_runs(smoke_store)[0]
     probs, labels = run.predictions("test")
-    confidence, correct = calibration._top_label(probs.astype(np.float64), labels)
+    confidence, correct = binning.top_label(probs.astype(np.float64), labels)
     indices = identity_and_resamples(len(labels), 250)
     values, sigmas = assert_matches_relplot(confidence, correct, indices)
     assert len(np.unique(sigmas)) > 1 and np.all(values > 0)  # rows differ: the search went several ways

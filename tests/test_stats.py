@@ -1,4 +1,4 @@
-"""peftviz.stats: the paired bootstrap test (false-positive rate, power), t intervals, seed tests, Holm.
+"""peftviz.calibration.stats: the paired bootstrap test (false-positive rate, power), t intervals, seed tests, Holm.
 
 The simulations score two "runs" on the same n = 500 binary examples. Example i has a latent logit
 z_i ~ N(1, 1.5²) and label y_i ~ Bernoulli(sigmoid(z_i)); a run predicts p_i = sigmoid(T (z_i + 0.8 ε_i)),
@@ -6,7 +6,7 @@ z_i ~ N(1, 1.5²) and label y_i ~ Bernoulli(sigmoid(z_i)); a run predicts p_i = 
 without moving the argmax, so T changes calibration and not accuracy. Two runs with the same T are
 exchangeable: the population difference of any metric is 0, and a 5%-level test should reject ~5% of pairs.
 
-The bootstrap draws are vectorised (`_resampled_eces`, one row of `resample_indices` per draw, shared by
+The bootstrap draws are vectorised (`resampled_eces`, one row of `resample_indices` per draw, shared by
 both runs) and fed to `paired_bootstrap_from_samples`, the same code `paired_bootstrap` ends in;
 `test_paired_bootstrap_equals_vectorised_draws` checks that the two give identical results.
 """
@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from peftviz.calibration import _resampled_eces, accuracy, brier, ece
-from peftviz.stats import (
+from peftviz.calibration.binning import resampled_eces
+from peftviz.calibration.metrics import accuracy, brier, ece
+from peftviz.calibration.stats import (
     Difference,
     group_difference,
     holm,
@@ -53,7 +54,7 @@ def _draws(probs, labels, indices):
     """Bootstrap draws of ECE (10 width bins) and accuracy on the rows of `indices`, vectorised."""
     confidence, correct = probs.max(axis=1), probs.argmax(axis=1) == labels
     return {
-        "ece": _resampled_eces(confidence, correct, indices, 10, "width"),
+        "ece": resampled_eces(confidence, correct, indices, 10, "width"),
         "accuracy": correct[indices].mean(axis=1),
     }
 

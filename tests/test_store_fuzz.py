@@ -25,7 +25,9 @@ from hypothesis import strategies as st
 
 from peftviz.config import preset_config
 from peftviz.errors import PeftvizError
-from peftviz.runs import STATUSES, RunWriter, load_run, run_row
+from peftviz.run_labels import run_row
+from peftviz.store.runs import STATUSES, load_run
+from peftviz.store.writer import RunWriter
 from tests.helpers import give_params_a_wrong_shape, hard_timeout
 
 FILES = ("config.json", "metrics.jsonl", "summary.json", "predictions/epoch_1.npz", "params.safetensors")
@@ -293,8 +295,8 @@ def test_a_folder_written_to_while_it_is_read_is_read_again(template, tmp_path, 
     two disagree for a moment, the folder's signature changed meanwhile, and the second read agrees."""
     import torch
 
-    from peftviz import schema
-    from peftviz.runs import read_metrics_lines
+    from peftviz.store import schema
+    from peftviz.store.runs import read_metrics_lines
 
     folder = shutil.copytree(template, tmp_path / "run")
     (folder / "summary.json").unlink()  # still training

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from peftviz import runs as runs_module
 from peftviz.config import preset_config
 from peftviz.inference import load_trained, predict, validation_loader
-from peftviz.runs import list_runs
+from peftviz.store import runs as runs_module
+from peftviz.store.runs import list_runs
 from peftviz.train import resume, train
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from peftviz.runs import list_runs
+from peftviz.store.runs import list_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 CSV = "text,label\n" + "".join(f"document number {i},{'ab'[i % 2]}\n" for i in range(12))
@@ -89,7 +89,7 @@ def _wait_for(condition, timeout: float, what: str):
 def test_a_run_lists_as_training_while_its_writer_lives_and_incomplete_once_it_is_killed(tmp_path):
     import signal
 
-    from peftviz.runs import refreshed
+    from peftviz.store.runs import refreshed
 
     store = tmp_path / "runs"
     command = [
@@ -122,7 +122,8 @@ def test_a_run_lists_as_training_while_its_writer_lives_and_incomplete_once_it_i
 
 def test_a_finished_or_failed_run_drops_its_lock(tmp_path):
     from peftviz.config import preset_config
-    from peftviz.runs import RunWriter, load_run, writer_alive
+    from peftviz.store.runs import load_run
+    from peftviz.store.writer import RunWriter, writer_alive
 
     writer = RunWriter.create(tmp_path, preset_config("smoke"), {"label_names": ["a", "b"]})
     assert writer_alive(writer.path) and load_run(writer.path).status == "training"
@@ -135,7 +136,7 @@ def test_a_lock_file_from_another_host_counts_while_its_heartbeat_is_fresh(tmp_p
     import json
     import os
 
-    from peftviz.runs import HEARTBEAT_STALE_S, writer_alive
+    from peftviz.store.writer import HEARTBEAT_STALE_S, writer_alive
 
     lock = tmp_path / "writer.lock"
     lock.write_text(json.dumps({"pid": 1, "host": "another-host-" + uuid.uuid4().hex, "started": 0}))
@@ -156,7 +157,7 @@ def test_a_lock_file_from_another_host_counts_while_its_heartbeat_is_fresh(tmp_p
 def test_reuploading_a_different_file_of_the_same_name_leaves_an_earlier_runs_documents(tmp_path, monkeypatch):
     from peftviz.config import preset_config
     from peftviz.inference import run_data
-    from peftviz.runs import data_changed
+    from peftviz.run_labels import data_changed
     from peftviz.train import train
     from peftviz.uploads import store_upload
 
@@ -174,7 +175,7 @@ def test_reuploading_a_different_file_of_the_same_name_leaves_an_earlier_runs_do
 
 def test_a_page_is_told_when_a_local_data_file_changed_after_training(tmp_path):
     from peftviz.config import preset_config
-    from peftviz.runs import data_changed
+    from peftviz.run_labels import data_changed
     from peftviz.train import train
 
     data = tmp_path / "data.csv"

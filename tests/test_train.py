@@ -17,7 +17,7 @@ from peftviz import calibration
 from peftviz.__main__ import main
 from peftviz.config import comparison, preset_config
 from peftviz.inference import load_trained, make_loader, predict, run_data, tokenize
-from peftviz.runs import list_runs, load_run
+from peftviz.store.runs import list_runs, load_run
 from peftviz.train import train
 
 ROOT = Path(__file__).resolve().parent.parent

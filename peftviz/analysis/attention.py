@@ -43,7 +43,7 @@ import torch
 from peftviz.errors import ConfigError
 from peftviz.inference import run_data
 from peftviz.longformer import BandedAttention, key_mass, query_rows, row_sums
-from peftviz.runs import Run
+from peftviz.store.runs import Run
 
 MAX_ROWS = 64  # query tokens in a token window
 MAX_COLUMNS = 160  # prefix keys + key tokens in a token window

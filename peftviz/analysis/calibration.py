@@ -1,6 +1,6 @@
 """What the Calibration page computes from stored runs: per-bin tables, ECE curves, temperature scaling.
 
-Everything here reads predictions through `Run.predictions` and calls `peftviz.calibration` for
+Everything here reads predictions through `Run.predictions` and calls `peftviz.calibration.metrics` for
 the numbers, so the page shows exactly what the metrics in the run store mean. Results are
 pandas DataFrames of plain numbers (cheap to cache, easy to test and to export).
 
@@ -25,10 +25,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from peftviz import calibration, estimators, recalibration, schema, stats
-from peftviz.errors import ConfigError
-from peftviz.estimators import SmoothDiagram
-from peftviz.runs import Group, Run, RunError
+from peftviz import calibration
+from peftviz.calibration import estimators, recalibration, stats
+from peftviz.calibration.estimators import SmoothDiagram
+from peftviz.errors import ConfigError, RunError
+from peftviz.store import schema
+from peftviz.store.runs import Group, Run
 
 BIN_COLUMNS = ("run", "epoch", "scheme", "bin", "lower", "upper", "count", "hits", "confidence", "accuracy",
                "accuracy_low", "accuracy_high", "gap")  # fmt: skip
@@ -168,7 +170,7 @@ def classwise_frame(probs, labels, n_bins: int, scheme: str, name: str, which: W
 
 
 def _bins_table(bins: dict[str, np.ndarray], level: float) -> pd.DataFrame:
-    """A per-bin dict of `peftviz.calibration` as a DataFrame: its bins numbered, with each bin's
+    """A per-bin dict of `peftviz.calibration.metrics` as a DataFrame: its bins numbered, with each bin's
     accuracy interval (accuracy_low, accuracy_high)."""
     table = pd.DataFrame(bins)
     table.insert(0, "bin", np.arange(len(table)))
@@ -231,7 +233,7 @@ def ece_over_epochs(
 
 # ---------------------------------------------------------------- recalibration
 
-# the maps of `peftviz.recalibration`, after the predictions as trained
+# the maps of `peftviz.calibration.recalibration`, after the predictions as trained
 RECALIBRATION_NAMES = {
     "none": "as trained",
     "temperature": "temperature scaling",

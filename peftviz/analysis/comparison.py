@@ -37,11 +37,11 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from peftviz import estimators, stats
 from peftviz.analysis.calibration import resolve
 from peftviz.analysis.estimates import cached_estimates
-from peftviz.errors import ConfigError
-from peftviz.runs import Group, Run, RunError, group_runs
+from peftviz.calibration import estimators, stats
+from peftviz.errors import ConfigError, RunError
+from peftviz.store.runs import Group, Run, group_runs
 from peftviz.tables import format_table
 
 # the Calibration page's choice of resamples: 200 gives a readable band in seconds; 1000 is the report's precision

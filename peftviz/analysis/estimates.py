@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from peftviz import estimators, schema
+from peftviz.calibration import estimators
+from peftviz.calibration.stats import percentile_interval, resample_indices
 from peftviz.errors import RunError
-from peftviz.files import atomic_write
-from peftviz.runs import Run
-from peftviz.stats import percentile_interval, resample_indices
+from peftviz.store import caches, schema
+from peftviz.store.runs import Run
 
-ESTIMATES_DIR = Path("analysis") / "estimates"  # inside the run folder
+ESTIMATES_DIR = "estimates"  # a cache folder of the run folder (`store.caches`)
 FORMAT = 1
 
 
@@ -54,20 +54,11 @@ def _read(path: Path, key: str, n_resamples: int) -> dict[str, tuple[float, np.n
         return {}
 
 
-def _write(path: Path, key: str, found: dict[str, tuple[float, np.ndarray]]) -> None:
+def _write(run: Run, name: str, key: str, found: dict[str, tuple[float, np.ndarray]]) -> None:
     arrays = {"key": np.array(key)}
     for metric, (value, draws) in found.items():
         arrays[f"value__{metric}"], arrays[f"draws__{metric}"] = np.float64(value), draws.astype(np.float64)
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a path
-            np.savez(f, **arrays)
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, write)
-    except OSError:
-        pass  # a store this process cannot write: the estimates are computed again next time
+    caches.write_arrays(run.path, name, arrays)  # not written (a read-only store): computed again next time
 
 
 def _compute(probs, labels, settings, metrics: list[str]) -> dict[str, tuple[float, np.ndarray]]:
@@ -83,12 +74,12 @@ def cached_estimates(run: Run, which: int | str, settings, metrics) -> dict[str,
     evaluation = schema.evaluation_name(which)
     probs, labels = run.predictions(which)
     key = estimates_key(probs, labels, evaluation, settings)
-    path = run.path / ESTIMATES_DIR / f"{key[:32]}.npz"
-    found = _read(path, key, settings.n_resamples)
+    name = f"{ESTIMATES_DIR}/{key[:32]}.npz"
+    found = _read(caches.cache_path(run.path, name), key, settings.n_resamples)
     missing = [metric for metric in metrics if metric not in found]
     if missing:
         found |= _compute(probs, labels, settings, missing)
-        _write(path, key, found)
+        _write(run, name, key, found)
     return {metric: _estimate(*found[metric], settings) for metric in metrics}
 
 

@@ -24,24 +24,23 @@ No Streamlit and no plotting here: the page calls these and `peftviz.figures.ker
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-from peftviz import schema
 from peftviz.analysis.attention import lambda_c
+from peftviz.calibration.stats import LEVEL, t_interval
 from peftviz.config import TrainConfig, alpha_grid
+from peftviz.errors import RunError
 from peftviz.inference import evaluation_metrics, load_trained, predict, run_data, validation_loader
 from peftviz.methods import alpha_grid_method
 from peftviz.methods.kernel_prefix_propagation import EXACT
 from peftviz.model import PeftClassifier
-from peftviz.runs import Run, RunError, atomic_write, group_runs
-from peftviz.stats import LEVEL, t_interval
+from peftviz.store import caches, schema
+from peftviz.store.runs import Run, group_runs
 
-SWEEP_FILE = Path("analysis") / "alpha_sweep.json"  # inside the run folder
+SWEEP_FILE = "alpha_sweep.json"  # a cache of the run folder (`store.caches`)
 SWEEP_FORMAT = 1
 GRID_PRESET = "quick"  # the page's "train at the grid" button trains this preset
 N_LAMBDA_DOCS = 16  # validation documents behind the λ(C) distribution
@@ -202,7 +201,7 @@ def _read_sweeps(run: Run) -> tuple[dict, dict]:
     naming the file and the field; key None: the whole file). A cache, not a result: what fails its
     check (`schema.check_alpha_sweep`) is computed again (behind the page's button), as the estimates
     cache is, and `_store_sweep` then writes the file anew without it; the page says why."""
-    path = run.path / SWEEP_FILE
+    path = caches.cache_path(run.path, SWEEP_FILE)
     if not os.path.lexists(path):
         return {}, {}
     try:
@@ -224,7 +223,9 @@ def _sweep_problem(key: str, entry) -> str | None:
     try:
         schema.check_alpha_sweep(entry, key, EXACT)
         if key != _sweep_key(entry["alphas"]):
-            raise schema.Corrupt(str(SWEEP_FILE), f"{key}: alphas must be the α list its key names")
+            raise schema.Corrupt(
+                f"{caches.ANALYSIS_DIR}/{SWEEP_FILE}", f"{key}: alphas must be the α list its key names"
+            )
     except RunError as err:
         return str(err)
     return None
@@ -248,12 +249,7 @@ def damaged_sweep(run: Run, alphas=None) -> str | None:
 def _store_sweep(run: Run, alphas: list[float], rows: list[dict]) -> None:
     sweeps = _read_sweeps(run)[0]
     sweeps[_sweep_key(alphas)] = {"alphas": alphas, "best_epoch": run.best_epoch, "rows": rows}
-    path = run.path / SWEEP_FILE
-    if run.path.is_symlink() or path.parent.is_symlink():
-        return  # never write through a link out of the store; the sweep is computed again next time
-    path.parent.mkdir(exist_ok=True)
-    text = json.dumps({"format": SWEEP_FORMAT, "sweeps": sweeps}, indent=2)
-    atomic_write(path, lambda tmp: tmp.write_text(text))
+    caches.write_json(run.path, SWEEP_FILE, {"format": SWEEP_FORMAT, "sweeps": sweeps})
 
 
 def exact_row(rows: list[dict]) -> dict | None:

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from peftviz.errors import PeftvizError
+from peftviz.calibration.stats import LEVEL, t_interval
+from peftviz.errors import PeftvizError, RunError
 from peftviz.methods.tiny_attention import starting_heads
-from peftviz.runs import Group, Run, RunError, group_runs
-from peftviz.stats import LEVEL, t_interval
+from peftviz.store.runs import Group, Run, group_runs
 
 MATRICES = ("query", "key", "value", "out")  # W_Q, W_K, W_V, O
 SYMBOLS = {"query": "W_Q", "key": "W_K", "value": "W_V", "out": "O"}

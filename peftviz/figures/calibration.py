@@ -32,9 +32,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from peftviz import stats
 from peftviz.analysis.calibration import RECALIBRATION_NAMES, SCHEME_NAMES, Recalibration, table_ece
-from peftviz.estimators import SmoothDiagram
+from peftviz.calibration import stats
+from peftviz.calibration.estimators import SmoothDiagram
 from peftviz.figures.layout import respace_rows, title_over_plot
 from peftviz.figures.palette import Series, color, series_of, translucent
 

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 from torch import nn
 
-from peftviz.attention import AttentionContext
+from peftviz.attention_function import AttentionContext
 from peftviz.options import Options
 
 if TYPE_CHECKING:
     from peftviz.config import TrainConfig
-    from peftviz.runs import Run
+    from peftviz.store.runs import Run
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from peftviz.attention import AttentionContext, Kernel, KernelSpec
+from peftviz.attention_function import AttentionContext, Kernel, KernelSpec
 from peftviz.methods.prefix_propagation import PrefixPropagation, PrefixPropagationConfig
 from peftviz.options import option
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from peftviz.attention import AttentionContext
+from peftviz.attention_function import AttentionContext
 from peftviz.methods.base import PeftMethod
 from peftviz.methods.prefix_params import PrefixConfig, prefix_encoder
 

@@ -40,7 +40,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from peftviz.attention import AttentionContext
+from peftviz.attention_function import AttentionContext
 from peftviz.backbones import encoder_layers
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.options import option

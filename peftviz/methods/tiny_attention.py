@@ -48,11 +48,11 @@ from peftviz.backbones import encoder_layers
 from peftviz.errors import ConfigError, RunError
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.options import option
-from peftviz.schema import safetensors_header
+from peftviz.store.schema import safetensors_header
 
 if TYPE_CHECKING:
     from peftviz.config import TrainConfig
-    from peftviz.runs import Run
+    from peftviz.store.runs import Run
 
 
 MAX_HEADS = 64

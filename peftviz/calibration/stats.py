@@ -46,8 +46,16 @@ interval over the same two-level draws. rliable defines it so but is not called:
 resamples runs only (not the test examples), and its statistic runs scipy's Mann-Whitney once per
 draw, where here all draws are one array operation; tests check equality with rliable's function.
 
-numpy only at import time (scipy is imported inside functions): `import peftviz.stats`
+numpy only at import time (scipy is imported inside functions): `import peftviz.calibration.stats`
 stays light.
+
+Example: a 95% bootstrap interval of a mean, by hand from the two building blocks.
+
+>>> values = np.arange(10.0)  # mean 4.5
+>>> rows = resample_indices(10, 1000, seed=0)  # (1000, 10)
+>>> low, high = percentile_interval(values[rows].mean(axis=1))
+>>> round(low, 2), round(high, 2)
+(2.7, 6.4)
 """
 
 from __future__ import annotations
@@ -74,7 +82,15 @@ def check_resampling(n_resamples: int, level: float) -> None:
 
 
 def resample_indices(n_examples: int, n_resamples: int, seed: int = 0) -> np.ndarray:
-    """(n_resamples, n_examples) int64 indices, each row a resample with replacement; seeded."""
+    """(n_resamples, n_examples) int64 indices, each row a resample with replacement; seeded.
+
+    >>> resample_indices(5, 3, seed=0)
+    array([[4, 3, 2, 1, 1],
+           [0, 0, 0, 0, 4],
+           [3, 4, 2, 3, 4]])
+    >>> bool(np.array_equal(resample_indices(5, 3, seed=0), resample_indices(5, 3, seed=0)))  # same seed, same rows
+    True
+    """
     check_resampling(n_resamples, LEVEL)
     if n_examples < 1:
         raise ConfigError(f"cannot resample {n_examples} examples")
@@ -82,7 +98,13 @@ def resample_indices(n_examples: int, n_resamples: int, seed: int = 0) -> np.nda
 
 
 def percentile_interval(samples, level: float = LEVEL) -> tuple[float, float]:
-    """The central `level` interval of a bootstrap distribution (NaN draws are ignored)."""
+    """The central `level` interval of a bootstrap distribution (NaN draws are ignored).
+
+    >>> [round(x, 4) for x in percentile_interval(np.arange(101), level=0.9)]  # the 5th and 95th percentiles
+    [5.0, 95.0]
+    >>> percentile_interval([1.0, np.nan, 3.0], level=0.5)
+    (1.5, 2.5)
+    """
     samples = np.asarray(samples, dtype=np.float64)
     samples = samples[np.isfinite(samples)]
     if samples.size == 0:
@@ -102,6 +124,9 @@ class Difference:
     `method` names the test ("paired bootstrap", "paired t (seeds)", "Welch t", or why there is none);
     `n` is the number of examples (bootstrap; 0 when the caller did not say), of paired seeds (paired t)
     or of values in both groups together (Welch t).
+
+    >>> Difference(estimate=0.25, low=0.02, high=0.5, p_value=0.8, method="paired bootstrap", n=4)
+    Difference(estimate=0.25, low=0.02, high=0.5, p_value=0.8, method='paired bootstrap', n=4)
     """
 
     estimate: float
@@ -121,7 +146,23 @@ def paired_bootstrap(
     Δ*_r = metric(A[idx_r], y[idx_r]) - metric(B[idx_r], y[idx_r]). Resampling the examples jointly keeps
     the per-example correlation between A and B, which is what makes the paired test far more sensitive
     than comparing two separate intervals. Interval and p-value: `paired_bootstrap_from_samples`.
-    `metric(probs, labels) -> float`, e.g. `peftviz.calibration.ece`.
+    `metric(probs, labels) -> float`, e.g. `peftviz.calibration.metrics.ece`.
+
+    Example: an overconfident model A (``true`` sharpened by a temperature of 0.5) against B = ``true``,
+    the probabilities the labels were drawn from. A's ECE is higher; temperature keeps the argmax, so
+    the accuracies are equal on every resample:
+
+    >>> from peftviz.calibration.metrics import accuracy, apply_temperature, ece
+    >>> rng = np.random.default_rng(0)
+    >>> true = rng.dirichlet([1, 1, 1], size=200)
+    >>> labels = (true.cumsum(axis=1) > rng.random((200, 1))).argmax(axis=1)
+    >>> overconfident = apply_temperature(true, 0.5)
+    >>> d = paired_bootstrap(ece, overconfident, true, labels, n_resamples=200)
+    >>> print(f"{d.estimate:.4f} [{d.low:.4f}, {d.high:.4f}] p = {d.p_value:.4f} ({d.method}, n = {d.n})")
+    0.0972 [0.0135, 0.1293] p = 0.0149 (paired bootstrap, n = 200)
+    >>> d = paired_bootstrap(accuracy, overconfident, true, labels, n_resamples=200)
+    >>> d.estimate, d.low, d.high, d.p_value
+    (0.0, 0.0, 0.0, 1.0)
     """
     probs_a, probs_b, labels = np.asarray(probs_a), np.asarray(probs_b), np.asarray(labels)
     if probs_a.ndim == 0 or probs_a.shape != probs_b.shape:
@@ -162,6 +203,15 @@ def paired_bootstrap_from_samples(
     There the bootstrap overstates the spread of Δ̂ and the test is conservative: with n = 500 and runs
     near calibration about 1-1.5% of same-distribution pairs reach p < 0.05, against ~3% for clearly
     overconfident runs and ~5% for accuracy, or at n = 5000.
+
+    Example: Δ̂ = 0.25 and Δ* = 0.25, 0.5, 0, 0.5; three of the four shifted draws lie 0.25 or more
+    from 0, so p = (1 + 3) / (1 + 4):
+
+    >>> d = paired_bootstrap_from_samples(0.75, 0.5, [0.75, 1.0, 0.5, 0.75], [0.5, 0.5, 0.5, 0.25])
+    >>> d.estimate, d.p_value, d.method
+    (0.25, 0.8, 'paired bootstrap')
+    >>> round(d.low, 4), round(d.high, 4)
+    (0.0188, 0.5)
     """
     samples_a, samples_b = np.asarray(samples_a, dtype=np.float64), np.asarray(samples_b, dtype=np.float64)
     if samples_a.ndim != 1 or samples_a.shape != samples_b.shape or samples_a.size == 0:
@@ -198,6 +248,12 @@ def t_interval(values, level: float = LEVEL) -> tuple[float, float, float]:
         mean ± t_{(1+level)/2, n-1} · s / √n,  s the sample standard deviation (ddof = 1).
 
     With one value there is no spread to estimate: (v, nan, nan).
+
+    >>> mean, low, high = t_interval([1.0, 2.0, 3.0])  # s = 1, t_{0.975, 2} = 4.3027: 2 ± 4.3027 / √3
+    >>> mean, round(low, 4), round(high, 4)
+    (2.0, -0.4841, 4.4841)
+    >>> t_interval([0.8])
+    (0.8, nan, nan)
     """
     values = _check_values(values, "values")
     check_level(level)
@@ -209,7 +265,11 @@ def t_interval(values, level: float = LEVEL) -> tuple[float, float, float]:
 
 
 def t_half_width(values: np.ndarray, level: float = LEVEL) -> np.ndarray:
-    """t_{(1+level)/2, n-1} · s / √n over axis 0 of (n, ...) values with n >= 2: one half-width per column."""
+    """t_{(1+level)/2, n-1} · s / √n over axis 0 of (n, ...) values with n >= 2: one half-width per column.
+
+    >>> np.round(t_half_width(np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])), 4)
+    array([ 2.4841, 24.8414])
+    """
     from scipy import stats as scipy_stats
 
     n = values.shape[0]
@@ -235,6 +295,18 @@ def group_difference(values_a, values_b, seeds_a=None, seeds_b=None, level: floa
       `scipy.stats.ttest_ind(equal_var=False)`.
     * Fewer than 2 values in a group: the estimate only, with NaN interval and p-value.
     0 lies outside the interval exactly when p < 1 - level (same t statistic, same degrees of freedom).
+
+    Three seeds of A and of B; every seed gains 0.01 or 0.02, so the paired test sees it, Welch's does not:
+
+    >>> a, b = [0.80, 0.82, 0.81], [0.78, 0.80, 0.80]
+    >>> d = group_difference(a, b, seeds_a=[1, 2, 3], seeds_b=[1, 2, 3])
+    >>> d.method, d.n, round(d.estimate, 4), round(d.low, 4), round(d.high, 4), round(d.p_value, 4)
+    ('paired t (seeds)', 3, 0.0167, 0.0023, 0.031, 0.0377)
+    >>> d = group_difference(a, b)  # no seeds: Welch t
+    >>> d.method, d.n, round(d.low, 4), round(d.high, 4), round(d.p_value, 4)
+    ('Welch t', 6, -0.008, 0.0414, 0.1332)
+    >>> group_difference([0.8], b).method
+    'no test: fewer than 2 values in a group (1 and 3)'
     """
     from scipy import stats as scipy_stats
 
@@ -271,6 +343,9 @@ def holm(p_values) -> np.ndarray:
     Own three lines, tested against statsmodels' ``multipletests(method="holm")``: that function
     runs ``gc.collect()`` on every Holm call (0.1 s and more with a large heap; a comparison makes
     one call per metric) and its module takes seconds to import.
+
+    >>> np.round(holm([0.01, 0.04, 0.03, np.nan]), 4)  # 3 x 0.01, max(3 x 0.01, 2 x 0.03), then max(0.06, 1 x 0.04)
+    array([0.03, 0.06, 0.06,  nan])
     """
     p_values = np.asarray(p_values, dtype=np.float64)
     if p_values.ndim != 1:
@@ -293,14 +368,33 @@ def seed_rows(n_seeds: int, n_resamples: int, seed: int = 0, stream: int = 0) ->
     """(R, S) int64: row r holds the seed positions 0..S-1 of resample r, drawn with replacement.
 
     Seeded apart from the example rows (its own stream), so a group's draws repeat; `stream` gives
-    a second group independent rows where the two groups' seeds do not match."""
+    a second group independent rows where the two groups' seeds do not match.
+
+    >>> rows = seed_rows(3, 4, seed=0)
+    >>> rows.shape, bool(rows.min() >= 0 and rows.max() <= 2)
+    ((4, 3), True)
+    >>> bool(np.array_equal(rows, seed_rows(3, 4, seed=0, stream=1)))  # another stream, other rows
+    False
+    """
     return np.random.default_rng([seed, 1, stream]).integers(0, n_seeds, size=(n_resamples, n_seeds))
 
 
 @dataclass(frozen=True)
 class SeedDraws:
     """One metric of one unit (a run, or a group of seeds): its seeds, their point values (S,) and
-    their bootstrap draws (S, R), every seed's on the same example rows."""
+    their bootstrap draws (S, R), every seed's on the same example rows.
+
+    A single run is a group of one seed: its two-level interval is the percentile interval of its draws.
+
+    >>> run = SeedDraws(seeds=(0,), values=np.array([0.8]), draws=np.array([[0.7, 0.8, 0.9]]))
+    >>> mean, low, high = two_level_interval(run, level=0.5)
+    >>> round(mean, 4), round(low, 4), round(high, 4)
+    (0.8, 0.75, 0.85)
+    >>> [round(x, 4) for x in percentile_interval([0.7, 0.8, 0.9], level=0.5)]
+    [0.75, 0.85]
+    >>> SeedDraws(seeds=(2, 0, 1), values=np.zeros(3), draws=np.zeros((3, 5))).in_seed_order().seeds
+    (0, 1, 2)
+    """
 
     seeds: tuple[int, ...]
     values: np.ndarray  # (S,)
@@ -335,7 +429,16 @@ class SeedDraws:
 
 
 def two_level_interval(unit: SeedDraws, level: float = LEVEL, seed: int = 0) -> tuple[float, float, float]:
-    """(mean over seeds, low, high): the percentile interval of the two-level draws m*."""
+    """(mean over seeds, low, high): the percentile interval of the two-level draws m*.
+
+    Three seeds, each bootstrapped on the same 200 example rows (the rows shift all seeds alike here):
+
+    >>> rng = np.random.default_rng(0)
+    >>> values = np.array([0.80, 0.82, 0.81])
+    >>> group = SeedDraws(seeds=(0, 1, 2), values=values, draws=values[:, None] + rng.normal(0, 0.02, 200))
+    >>> [round(x, 4) for x in two_level_interval(group)]
+    [0.81, 0.7727, 0.8481]
+    """
     check_level(level)
     rows = seed_rows(len(unit.seeds), unit.draws.shape[1], seed)
     return (unit.mean, *percentile_interval(unit.group_draws(rows), level))
@@ -355,7 +458,20 @@ def paired_seed_rows(a: SeedDraws, b: SeedDraws, seed: int = 0) -> tuple[SeedDra
 def two_level_difference(
     a: SeedDraws, b: SeedDraws, level: float = LEVEL, seed: int = 0, n_examples: int = 0
 ) -> Difference:
-    """Δ = mean(A) − mean(B) over seeds, its interval and p-value from the two-level draws (see the module)."""
+    """Δ = mean(A) − mean(B) over seeds, its interval and p-value from the two-level draws (see the module).
+
+    Two groups trained on the same seeds; the example rows shift both alike, so the difference only
+    varies with the resampled seeds (per seed 0.02, 0.02, 0.01):
+
+    >>> rng = np.random.default_rng(0)
+    >>> shift = rng.normal(0, 0.02, 200)  # what example row r does to every run
+    >>> values_a, values_b = np.array([0.80, 0.82, 0.81]), np.array([0.78, 0.80, 0.80])
+    >>> a = SeedDraws(seeds=(0, 1, 2), values=values_a, draws=values_a[:, None] + shift)
+    >>> b = SeedDraws(seeds=(0, 1, 2), values=values_b, draws=values_b[:, None] + shift)
+    >>> d = two_level_difference(a, b)
+    >>> d.method, round(d.estimate, 4), round(d.low, 4), round(d.high, 4), round(d.p_value, 4)
+    ('two-level bootstrap (seeds paired)', 0.0167, 0.01, 0.02, 0.005)
+    """
     a, b, rows_a, rows_b = paired_seed_rows(a, b, seed)
     found = paired_bootstrap_from_samples(a.mean, b.mean, a.group_draws(rows_a), b.group_draws(rows_b), level,
                                           n_examples)  # fmt: skip
@@ -366,7 +482,11 @@ def two_level_difference(
 
 
 def probability_of_improvement(x, y) -> np.ndarray:
-    """P(X > Y) = mean over pairs (i, j) of 1[x_i > y_j] + ½ 1[x_i = y_j]; x (..., m), y (..., n) -> (...)."""
+    """P(X > Y) = mean over pairs (i, j) of 1[x_i > y_j] + ½ 1[x_i = y_j]; x (..., m), y (..., n) -> (...).
+
+    >>> float(probability_of_improvement([3, 4], [1, 3]))  # 3 > 1, 3 = 3 (½), 4 > 1, 4 > 3: 3.5 / 4
+    0.875
+    """
     x, y = np.asarray(x, dtype=np.float64)[..., :, None], np.asarray(y, dtype=np.float64)[..., None, :]
     return ((x > y) + 0.5 * (x == y)).mean(axis=(-2, -1))
 
@@ -375,7 +495,19 @@ def improvement(
     a: SeedDraws, b: SeedDraws, lower_is_better: bool, level: float = LEVEL, seed: int = 0
 ) -> tuple[float, float, float]:
     """(P(A better than B), low, high): the probability of improvement over seeds and its percentile
-    interval over the two-level draws (the seed rows of `two_level_difference`)."""
+    interval over the two-level draws (the seed rows of `two_level_difference`).
+
+    An ECE-like metric (lower is better) of three seeds each; A's 0.10 and 0.09 beat all of B's,
+    its 0.12 beats two of them, so P = 8/9; a draw of seed 1 three times (0.12 against 0.11) gives 0:
+
+    >>> rng = np.random.default_rng(0)
+    >>> shift = rng.normal(0, 0.01, 200)  # what example row r does to every run
+    >>> values_a, values_b = np.array([0.10, 0.12, 0.09]), np.array([0.15, 0.11, 0.14])
+    >>> a = SeedDraws(seeds=(0, 1, 2), values=values_a, draws=values_a[:, None] + shift)
+    >>> b = SeedDraws(seeds=(0, 1, 2), values=values_b, draws=values_b[:, None] + shift)
+    >>> [round(x, 4) for x in improvement(a, b, lower_is_better=True)]
+    [0.8889, 0.0, 1.0]
+    """
     sign = -1.0 if lower_is_better else 1.0  # "better" is "greater" after the sign
     a, b, rows_a, rows_b = paired_seed_rows(a, b, seed)
     point = float(probability_of_improvement(sign * a.values, sign * b.values))

@@ -1,12 +1,12 @@
 """Point estimates and bootstrap intervals of accuracy and calibration, one registry for all.
 
-Inputs as in `peftviz.calibration`: ``probs`` (N, C) rows of probabilities, integer ``labels`` (N,).
+Inputs as in `peftviz.calibration.metrics`: ``probs`` (N, C) rows of probabilities, integer ``labels`` (N,).
 Top-label view unless said: confidence c_i = max_k p_ik, correct h_i = 1[argmax_k p_ik = y_i].
 Binned estimators use calibration's bins (``scheme`` "width" or "mass", ``n_bins``); per non-empty
 bin b with n_b examples: conf_b = mean c_i, acc_b = mean h_i, and w_b = n_b / N.
 
-Estimators (the names of ``ESTIMATORS``)
-----------------------------------------
+The estimators, by their names in ESTIMATORS
+---------------------------------------------
 * accuracy = (1/N) sum_i h_i
 * macro_f1 = mean over K of F1_k, F1_k = 2 TP_k / (n_pred_k + n_true_k), K = classes present in the
   labels or the predictions (sklearn's ``f1_score(average="macro")``; absent classes are skipped)
@@ -23,7 +23,7 @@ Estimators (the names of ``ESTIMATORS``)
   no correction. Their package is not used: it fixes its own bins and randomness (global np.random),
   refuses bins with fewer than 2 examples, and loops in Python.
 * smooth_ece = ``relplot.smECE(c, h)`` (Blasiok & Nakkiran 2023): ECE of the kernel-smoothed
-  reliability curve at the bandwidth sigma with smECE_sigma = sigma. Computed by `peftviz.smooth_ece`,
+  reliability curve at the bandwidth sigma with smECE_sigma = sigma. Computed by `peftviz.calibration.smooth_ece`,
   relplot's discretization and bandwidth search for all resample rows at once (tests: equal to
   relplot's to ~1e-16, the same sigma)
 * ece_sweep (Roelofs et al., AISTATS 2022, "ECE_sweep"): the equal-mass ECE at
@@ -46,7 +46,7 @@ Estimators (the names of ``ESTIMATORS``)
   the bootstrap counts, because a resample then costs one small PAV instead of a refit on a
   copied array (25x faster; tests check equality with sklearn).
 
-Bootstrap (`peftviz.stats`): rows of ``resample_indices(N, R, seed)``; every estimator of one run,
+Bootstrap (`peftviz.calibration.stats`): rows of ``resample_indices(N, R, seed)``; every estimator of one run,
 and both runs of a paired comparison, see the same rows. The interval is the percentile interval
 of the R resampled values around the point value on all data. Biased estimators (ece, mce, ...)
 can have the point value outside the interval.
@@ -54,6 +54,19 @@ can have the point value outside the interval.
 References: Naeini, Cooper & Hauskrecht (AAAI 2015); Guo et al. (ICML 2017); Kull et al.
 (NeurIPS 2019); Kumar, Liang & Ma (NeurIPS 2019); Roelofs et al. (AISTATS 2022); Blasiok & Nakkiran
 (2023, relplot); Dimitriadis, Gneiting & Jordan (PNAS 2021); Efron & Tibshirani (1993).
+
+Example
+-------
+The registry names every estimator; each entry says how to read it and computes it on all data:
+
+>>> list(ESTIMATORS)[:6]
+['accuracy', 'macro_f1', 'ece', 'ece_mass', 'debiased_ece', 'smooth_ece']
+>>> len(ESTIMATORS)
+14
+>>> ESTIMATORS["ece"].heading, ESTIMATORS["ece"].lower_is_better
+('ECE (equal width)', True)
+>>> round(ESTIMATORS["ece"].compute([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.7, 0.3]], [0, 1, 1, 0]), 4)
+0.3
 """
 
 from __future__ import annotations
@@ -64,9 +77,10 @@ from functools import cached_property
 
 import numpy as np
 
-from peftviz import calibration as cal
+from peftviz.calibration import binning, checks
+from peftviz.calibration.metrics import PROB_FLOOR
+from peftviz.calibration.stats import LEVEL, check_resampling, percentile_interval, resample_indices
 from peftviz.errors import ConfigError
-from peftviz.stats import LEVEL, check_resampling, percentile_interval, resample_indices
 
 _CHUNK_ELEMENTS = 2_000_000  # resample rows x N per pass: bounds the work arrays to ~100 MB
 
@@ -89,7 +103,7 @@ class _Resamples:
     def __init__(self, probs: np.ndarray, labels: np.ndarray, indices: np.ndarray, n_bins: int, scheme: str):
         self.probs, self.labels, self.indices = probs, labels, indices
         self.n_bins, self.scheme = n_bins, scheme
-        self.confidence, self.correct = cal._top_label(probs, labels)
+        self.confidence, self.correct = binning.top_label(probs, labels)
 
     @property
     def n_rows(self) -> int:
@@ -117,10 +131,10 @@ def _row_bin_totals(values, hits, indices, n_bins: int, scheme: str) -> _RowBinT
     """Bin totals of every resample row; equal-mass bins are re-cut per row as calibration does."""
     n_rows, n_examples = indices.shape
     if scheme == "width":
-        bin_ids, n_used = cal._width_bin_ids(values, n_bins)[indices], n_bins
+        bin_ids, n_used = binning.width_bin_ids(values, n_bins)[indices], n_bins
     else:
         indices = np.take_along_axis(indices, np.argsort(values[indices], axis=1, kind="stable"), axis=1)
-        sizes = cal._mass_group_sizes(n_examples, n_bins)
+        sizes = binning.mass_group_sizes(n_examples, n_bins)
         n_used = sizes.shape[0]
         bin_ids = np.broadcast_to(np.repeat(np.arange(n_used), sizes), indices.shape)
     flat = _row_offsets(n_rows, n_used, bin_ids)
@@ -153,7 +167,7 @@ def _macro_f1(s: _Resamples) -> np.ndarray:
 
 def _binned_ece(scheme: str) -> Callable[[_Resamples], np.ndarray]:
     def resampled(s: _Resamples) -> np.ndarray:
-        return cal._resampled_eces(s.confidence, s.correct, s.indices, s.n_bins, scheme)
+        return binning.resampled_eces(s.confidence, s.correct, s.indices, s.n_bins, scheme)
 
     return resampled
 
@@ -172,7 +186,7 @@ def _mce(s: _Resamples) -> np.ndarray:
 
 def _folded_normal_mean(mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
     """E|mean + sd Z| for Z ~ Normal(0, 1); |mean| where sd = 0."""
-    from scipy.special import ndtr  # local: keeps `import peftviz.estimators` light
+    from scipy.special import ndtr  # local: keeps `import peftviz.calibration.estimators` light
 
     spread = sd > 0
     safe_sd = np.where(spread, sd, 1.0)
@@ -190,7 +204,7 @@ def _debiased_ece(s: _Resamples) -> np.ndarray:
 
 
 def _smooth_ece(s: _Resamples) -> np.ndarray:
-    from peftviz.smooth_ece import resampled_smooth_ece  # relplot's smECE, every row in one pass
+    from peftviz.calibration.smooth_ece import resampled_smooth_ece  # relplot's smECE, every row in one pass
 
     return resampled_smooth_ece(s.confidence, s.correct, s.indices)[0]
 
@@ -205,7 +219,7 @@ def _sweep_bin_counts(hits_before: np.ndarray) -> np.ndarray:
     for n_bins in range(2, n_examples + 1):
         if sweeping.size == 0:
             break
-        sizes = cal._mass_group_sizes(n_examples, n_bins)
+        sizes = binning.mass_group_sizes(n_examples, n_bins)
         ends = np.cumsum(sizes)
         hits = hits_before[sweeping]  # (S, N + 1): integers, exact in float64
         accuracy = (hits[:, ends] - hits[:, ends - sizes]) / sizes  # (S, b)
@@ -233,7 +247,7 @@ def _ece_sweep(s: _Resamples) -> np.ndarray:
     eces = np.empty(chosen.shape[0])
     for n_bins in np.unique(chosen):
         at = chosen == n_bins
-        edges = np.concatenate([[0], np.cumsum(cal._mass_group_sizes(n_examples, int(n_bins)))])  # (b + 1,)
+        edges = np.concatenate([[0], np.cumsum(binning.mass_group_sizes(n_examples, int(n_bins)))])  # (b + 1,)
         gaps = np.diff(hits_before[at][:, edges], axis=1) - np.diff(confidence_before[at][:, edges], axis=1)
         eces[at] = np.abs(gaps).sum(axis=1) / n_examples  # sum_b |hits_b - conf_b| / N
     return eces
@@ -248,7 +262,7 @@ def _classwise_ece(s: _Resamples) -> np.ndarray:
 
 def _nll(s: _Resamples) -> np.ndarray:
     true_class_prob = s.probs[np.arange(s.labels.shape[0]), s.labels]
-    return -np.log(np.maximum(true_class_prob, cal.PROB_FLOOR))[s.indices].mean(axis=1)
+    return -np.log(np.maximum(true_class_prob, PROB_FLOOR))[s.indices].mean(axis=1)
 
 
 def _brier(s: _Resamples) -> np.ndarray:
@@ -315,6 +329,20 @@ class Estimator:
 
     ``lower_is_better`` is None where neither direction is better (brier_uncertainty depends
     only on the labels). ``resampled`` maps a chunk of resample rows to one value per row.
+
+    Example: labels drawn from known probabilities ``true``, so ``true`` is calibrated. The binned
+    ECE of 200 examples still reads 0.06 (its bias); the debiased ECE and ECE sweep read less:
+
+    >>> rng = np.random.default_rng(0)
+    >>> true = rng.dirichlet([1, 1, 1], size=200)
+    >>> labels = (true.cumsum(axis=1) > rng.random((200, 1))).argmax(axis=1)
+    >>> [round(ESTIMATORS[name].compute(true, labels), 4) for name in ("ece", "debiased_ece", "ece_sweep")]
+    [0.0611, 0.0355, 0.0389]
+    >>> estimator = ESTIMATORS["debiased_ece"]
+    >>> estimator.heading, estimator.lower_is_better
+    ('Debiased ECE', True)
+    >>> ESTIMATORS["brier_uncertainty"].lower_is_better is None  # depends on the labels only
+    True
     """
 
     name: str
@@ -372,7 +400,11 @@ DEFAULT_METRICS = ("accuracy", "macro_f1", "ece", "smooth_ece", "debiased_ece", 
 
 @dataclass(frozen=True)
 class Estimate:
-    """Point value on all data and percentile bootstrap interval [low, high] at ``level``."""
+    """Point value on all data and percentile bootstrap interval [low, high] at ``level``.
+
+    >>> Estimate(value=0.58, low=0.52, high=0.66, level=0.95, n_resamples=200)  # the draws are not shown
+    Estimate(value=0.58, low=0.52, high=0.66, level=0.95, n_resamples=200)
+    """
 
     value: float
     low: float
@@ -407,9 +439,16 @@ def _check_indices(indices, n_examples: int) -> np.ndarray:
 def bootstrap_samples(
     probs, labels, indices, n_bins: int = 10, scheme: str = "width", metrics: Sequence[str] | None = None
 ) -> dict[str, np.ndarray]:
-    """Each estimator on every resample: value r is computed on probs[indices[r]], labels[indices[r]]."""
-    probs, labels = cal._check_inputs(probs, labels)
-    cal._check_binning(n_bins, scheme)
+    """Each estimator on every resample: value r is computed on probs[indices[r]], labels[indices[r]].
+
+    >>> probs = [[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.7, 0.3]]  # only the second is wrong
+    >>> labels = [0, 1, 1, 0]
+    >>> indices = [[0, 1, 2, 3], [1, 1, 2, 3], [0, 0, 2, 3]]  # all data, then two resamples
+    >>> bootstrap_samples(probs, labels, indices, metrics=["accuracy", "ece"])  # row 1: (1.2 + 0.3 + 0.2) / 4
+    {'accuracy': array([0.75, 0.5 , 1.  ]), 'ece': array([0.3  , 0.425, 0.175])}
+    """
+    probs, labels = checks.check_inputs(probs, labels)
+    checks.check_binning(n_bins, scheme)
     names = _check_metrics(metrics)
     indices = _check_indices(indices, probs.shape[0])
     chunk = max(1, _CHUNK_ELEMENTS // probs.shape[0])
@@ -424,8 +463,27 @@ def bootstrap_samples(
 def point_estimates(
     probs, labels, n_bins: int = 10, scheme: str = "width", metrics: Sequence[str] | None = None
 ) -> dict[str, float]:
-    """Each estimator on all data (the identity resample), as Python floats."""
-    probs = cal._check_probs(probs)
+    """Each estimator on all data (the identity resample), as Python floats.
+
+    An overconfident model (``true`` sharpened by a temperature of 0.5) on labels drawn from ``true``;
+    the CORP terms add up to the Brier score, reliability - resolution + uncertainty:
+
+    >>> from peftviz.calibration.metrics import apply_temperature
+    >>> rng = np.random.default_rng(0)
+    >>> true = rng.dirichlet([1, 1, 1], size=200)
+    >>> labels = (true.cumsum(axis=1) > rng.random((200, 1))).argmax(axis=1)
+    >>> probs = apply_temperature(true, 0.5)
+    >>> values = point_estimates(probs, labels, metrics=["accuracy", "ece", "smooth_ece", "nll"])
+    >>> {name: round(value, 4) for name, value in values.items()}
+    {'accuracy': 0.58, 'ece': 0.1583, 'smooth_ece': 0.1561, 'nll': 0.925}
+    >>> brier = point_estimates(probs, labels, metrics=["brier", "brier_reliability", "brier_resolution",
+    ...                                                 "brier_uncertainty"])
+    >>> {name: round(value, 4) for name, value in brier.items()}
+    {'brier': 0.531, 'brier_reliability': 0.0691, 'brier_resolution': 0.203, 'brier_uncertainty': 0.6649}
+    >>> round(brier["brier_reliability"] - brier["brier_resolution"] + brier["brier_uncertainty"], 4)
+    0.531
+    """
+    probs = checks.check_probs(probs)
     identity = np.arange(probs.shape[0])[None, :]
     samples = bootstrap_samples(probs, labels, identity, n_bins, scheme, metrics)
     return {name: float(values[0]) for name, values in samples.items()}
@@ -444,9 +502,23 @@ def estimate_all(
     """Point value and percentile bootstrap interval of each estimator, on shared resample rows.
 
     Measured (N = 213, 5 classes, all 14 estimators, 1000 resamples, one core of a loaded 2-core
-    machine): 0.48 s, of which smooth_ece 0.28 s (`peftviz.smooth_ece`, all rows at once; one
+    machine): 0.48 s, of which smooth_ece 0.28 s (`peftviz.calibration.smooth_ece`, all rows at once; one
     relplot.smECE call per row took 6.4 s on the same rows), the three Brier terms together 0.12 s,
     ece_sweep 0.02 s, the rest 0.06 s.
+
+    >>> from peftviz.calibration.metrics import apply_temperature
+    >>> rng = np.random.default_rng(0)
+    >>> true = rng.dirichlet([1, 1, 1], size=200)
+    >>> labels = (true.cumsum(axis=1) > rng.random((200, 1))).argmax(axis=1)
+    >>> probs = apply_temperature(true, 0.5)  # overconfident
+    >>> found = estimate_all(probs, labels, n_resamples=200, metrics=["accuracy", "ece", "smooth_ece"])
+    >>> found["accuracy"]
+    Estimate(value=0.58, low=0.52, high=0.66, level=0.95, n_resamples=200)
+    >>> for name, e in found.items():
+    ...     print(f"{name:10s} {e.value:.4f} [{e.low:.4f}, {e.high:.4f}] from {e.samples.shape[0]} draws")
+    accuracy   0.5800 [0.5200, 0.6600] from 200 draws
+    ece        0.1583 [0.1052, 0.2248] from 200 draws
+    smooth_ece 0.1561 [0.0922, 0.2131] from 200 draws
     """
     check_resampling(n_resamples, level)
     values = point_estimates(probs, labels, n_bins, scheme, metrics)
@@ -477,7 +549,16 @@ class SmoothDiagram:
     def supported(self, at_least: float = 1.0) -> np.ndarray:
         """(mesh,) bool: where the curve rests on predictions, about `at_least` of them within one
         bandwidth of the point (n · density · 2σ). Elsewhere the smoother has next to nothing to
-        average and its curve means little; relplot fades it there by the same density."""
+        average and its curve means little; relplot fades it there by the same density.
+
+        >>> mesh = np.linspace(0, 1, 5)
+        >>> diagram = SmoothDiagram(mesh=mesh, curve=mesh, lower=mesh, upper=mesh, smooth_ece=0.0, sigma=0.05, n=100,
+        ...                         density=np.array([0.0, 0.1, 0.2, 1.0, 3.0]))
+        >>> diagram.supported()  # 100 * density * 0.1 >= 1 where density >= 0.1
+        array([False,  True,  True,  True,  True])
+        >>> diagram.supported(at_least=5.0)
+        array([False, False, False,  True,  True])
+        """
         return self.n * self.density * 2 * self.sigma >= at_least
 
 
@@ -493,12 +574,27 @@ def smooth_reliability(probs, labels, n_resamples: int = 200, seed: int = 0, ban
     for all rows: for example counts m (R, N), fit_r(t) = (m @ (h * A))[r, t] / ((m @ A)[r, t] + 1e-4).
     ``band=False``: the curve is the smoother fitted on all predictions, and lower = upper = curve,
     for callers that band over seeds instead.
+
+    >>> from peftviz.calibration.metrics import apply_temperature
+    >>> rng = np.random.default_rng(0)
+    >>> true = rng.dirichlet([1, 1, 1], size=200)
+    >>> labels = (true.cumsum(axis=1) > rng.random((200, 1))).argmax(axis=1)
+    >>> probs = apply_temperature(true, 0.5)  # overconfident
+    >>> diagram = smooth_reliability(probs, labels, n_resamples=50)
+    >>> round(diagram.smooth_ece, 4), diagram.sigma, diagram.n, diagram.mesh.shape
+    (0.1561, 0.15625, 200, (200,))
+    >>> at_09 = [float(np.interp(0.9, diagram.mesh, y)) for y in (diagram.lower, diagram.curve, diagram.upper)]
+    >>> [round(y, 4) for y in at_09]  # at confidence 0.9 the smoothed accuracy is well below 0.9
+    [0.6443, 0.7197, 0.8023]
+    >>> plain = smooth_reliability(probs, labels, band=False)
+    >>> bool(np.all(plain.lower == plain.curve) and np.all(plain.upper == plain.curve))
+    True
     """
-    probs, labels = cal._check_inputs(probs, labels)
+    probs, labels = checks.check_inputs(probs, labels)
     check_resampling(n_resamples, LEVEL)
     from relplot import prepare_rel_diagram  # local: imports matplotlib and seaborn
 
-    confidence, correct = cal._top_label(probs, labels)
+    confidence, correct = binning.top_label(probs, labels)
     out = prepare_rel_diagram(confidence, correct.astype(np.float64), plot_confidence_band=False,
                               report_CE_std=False)  # fmt: skip
     mesh, sigma = np.asarray(out["mesh"], dtype=np.float64), float(out["sigma"])
@@ -513,8 +609,22 @@ def smooth_reliability(probs, labels, n_resamples: int = 200, seed: int = 0, ban
 
 def bootstrap_fits(confidence, correct, sigma: float, mesh: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """(R, T) relplot's kernel smoother of correctness at bandwidth σ, fitted on each row of indices
-    (R, N) and read on mesh (T,): ``KernelSmoother(ReflectedGaussianKernel(σ)).fit(c[row], h[row]).predict(mesh)``."""
-    from peftviz import smooth_ece
+    (R, N) and read on mesh (T,): ``KernelSmoother(ReflectedGaussianKernel(σ)).fit(c[row], h[row]).predict(mesh)``.
+
+    The identity row gives the curve of ``smooth_reliability(..., band=False)`` (relplot's own fit):
+
+    >>> probs = np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.7, 0.3], [0.55, 0.45], [0.95, 0.05]])
+    >>> labels = np.array([0, 1, 1, 0, 1, 0])
+    >>> plain = smooth_reliability(probs, labels, band=False)
+    >>> confidence, correct = probs.max(axis=1), probs.argmax(axis=1) == labels
+    >>> rows = np.array([[0, 1, 2, 3, 4, 5], [0, 0, 2, 2, 5, 5]])  # all data, then one resample
+    >>> fits = bootstrap_fits(confidence, correct, plain.sigma, plain.mesh, rows)
+    >>> fits.shape
+    (2, 200)
+    >>> bool(np.allclose(fits[0], plain.curve))
+    True
+    """
+    from peftviz.calibration import smooth_ece
 
     operator = smooth_ece.smoothing_operator(confidence, sigma, mesh)  # (N, T)
     counts = smooth_ece.example_counts(indices, len(confidence))  # (R, N)

@@ -4,7 +4,7 @@ A run folder is untrusted input: it may have been damaged by hand, by a kill, or
 reader goes through this module, which checks before it reads (regular file, not a link, size
 within its limit, npz and safetensors headers against the file's size) and checks what it read
 (types, ranges, shapes). A violation raises `Corrupt`, whose message is `<file>: <field> <problem>`;
-`runs.load_run` turns it into a run with status "corrupt", which every page and the CLI list.
+`store.runs.load_run` turns it into a run with status "corrupt", which every page and the CLI list.
 
     config.json         a TrainConfig (`TrainConfig.from_stored` checks each setting) plus the record:
                         label_names (>= 2 distinct strings), parameters (name -> count <= MAX_COUNT),
@@ -16,7 +16,7 @@ within its limit, npz and safetensors headers against the file's size) and check
     params.safetensors  header checked against the file; metadata "epoch" = the epoch it holds
     resume.safetensors  metadata "epoch": the training state at the end of that epoch; under fp16
                         also "scaler": the loss scaler's state as JSON (`scaler_state`)
-    writer.lock         while a process writes the run (runs.WriterLock); read only to ask whether
+    writer.lock         while a process writes the run (`store.writer.WriterLock`); read only to ask whether
                         the writer lives, never trusted beyond its host name
     analysis/*.json     analysis caches; a bad cache is ignored and computed again
     analysis/alpha_sweep.json  the α sweeps (`analysis.kernel`): format, and per α list its
@@ -56,6 +56,8 @@ MAX_COUNT = 10**15  # a parameter count: the largest models have ~10^12; a huge 
 ROW_SUM_TOLERANCE = 1e-4  # float32 softmax rows sum to 1 within ~1e-6 per class
 SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1}
 SAFETENSORS_BYTES |= {"BOOL": 1, "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1}
+
+PARAMS_FILE, RESUME_FILE, LOCK_FILE = "params.safetensors", "resume.safetensors", "writer.lock"
 
 
 class Corrupt(RunError):
