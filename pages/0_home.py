@@ -100,8 +100,9 @@ with st.expander("Train the quick comparison", expanded=not runs):
         "Training seeds", 1, 10, 1, help="each method once per seed (0, 1, …) on the same split; with two or more "
         "seeds the Calibration page shows each method's mean with an interval and which differences are significant",
     ))  # fmt: skip
+    engine = jobpanel.engine_choice()
     if st.button("Train the quick comparison", type="primary"):
-        jobpanel.submit(over_seeds(configs, list(range(n_seeds))))
+        jobpanel.submit(over_seeds(configs, list(range(n_seeds))), engine=engine)
 jobpanel.job_panel()
 
 with st.expander("The methods"):

@@ -17,6 +17,7 @@ import ctypes
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import fields
 from pathlib import Path
 
@@ -38,10 +39,13 @@ from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.paths import reports_dir, store_dir
 from peftviz.run_labels import group_row, run_row
 from peftviz.store.runs import Run, group_runs, list_runs, load_run
+from peftviz.sweep import ENGINES, RayOptions, run_sweep
 from peftviz.tables import format_table
 
 # settings that are not plain flags: the method has its own flag, and options come as --option
 NOT_FLAGS = {"method", "method_options"}
+SWEEP_WORDS = (("train", "trained"), ("resume", "resumed"), ("skip", "already complete"))
+MAX_FAILED_STATUS = 100  # a sweep's exit status is the number of runs that failed, up to this
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -68,6 +72,24 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--preset", choices=list(PRESETS), default="quick", help="starting values (default: quick)")
     parser.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
+    _add_sweep_flags(parser)
+
+
+def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
+    sweep = parser.add_argument_group("sweeps (compare, alpha-grid, train --seeds)")
+    sweep.add_argument("--engine", choices=ENGINES, default="local",
+                       help="local: the runs one after another here (default); ray: each run a Ray task")  # fmt: skip
+    sweep.add_argument("--address", default=None, metavar="ADDRESS",
+                       help="with --engine ray: auto or ray://host:port joins a running cluster (default: Ray starts "
+                       "on this machine)")  # fmt: skip
+    sweep.add_argument("--cpus-per-run", type=float, default=1.0, metavar="N", help="with --engine ray (default: 1)")
+    sweep.add_argument("--gpus-per-run", type=float, default=None, metavar="N",
+                       help="with --engine ray (default: 1 where the cluster has GPUs, else 0)")  # fmt: skip
+    sweep.add_argument("--retries", type=int, default=3, metavar="N",
+                       help="with --engine ray: tries again when a run's worker process dies (default: 3)")  # fmt: skip
+    sweep.add_argument("--force", action="store_true",
+                       help="train every configuration anew; without it a sweep skips those with a complete run in "
+                       "the store and resumes stopped ones")  # fmt: skip
 
 
 def _seeds_flag(text: str) -> list[int]:
@@ -240,9 +262,50 @@ def keep_freed_memory() -> None:
     mallopt(M_TOP_PAD, 64 << 20)
 
 
+def _sweep_configs(args: argparse.Namespace) -> list[TrainConfig]:
+    overrides = _overrides(args)
+    if args.seeds is not None and "seed" in overrides:
+        raise ValueError("give either --seed or --seeds, not both")
+    if args.command == "train":
+        overrides["method_options"] = parse_method_options(args.method, args.option)
+        configs = [preset_config(args.preset, args.method, **overrides)]
+    elif args.command == "compare":
+        configs = comparison(args.preset, comparison_methods(args.methods), **overrides)
+    else:
+        configs = alpha_grid(args.preset, tuple(args.alphas) if args.alphas else None, **overrides)
+    return over_seeds(configs, args.seeds)
+
+
+def _train_one(config: TrainConfig, args: argparse.Namespace, is_main_process) -> int:
+    from peftviz.progress import TerminalProgress
+    from peftviz.train import train  # torch and transformers load here
+
+    if args.engine != "local":
+        raise ConfigError("--engine ray spreads a sweep: give --seeds, or use compare or alpha-grid")
+    started = time.perf_counter()
+    run = train(config, args.runs_dir, TerminalProgress())
+    if is_main_process():
+        print(format_table([comparison_row(run)]))
+        print(f"\n1 run(s) in {(time.perf_counter() - started) / 60:.1f} minutes, stored in {args.runs_dir}")
+    return 0
+
+
+def _sweep_summary(outcomes: list, minutes: float, runs_dir: Path) -> int:
+    """The table of the sweep's runs, what failed with its error; the exit status is the number that failed."""
+    runs = [outcome.run for outcome in outcomes if outcome.run is not None and outcome.run.metrics]
+    print(format_table([comparison_row(run) for run in runs]))
+    failed = [outcome for outcome in outcomes if outcome.failed]
+    for outcome in failed:
+        print(f"failed: {outcome.planned.config.run_title}: {outcome.error}", file=sys.stderr)
+    actions = Counter(outcome.planned.action for outcome in outcomes)
+    done = ", ".join(f"{actions[a]} {word}" for a, word in SWEEP_WORDS if actions[a])
+    print(f"\n{len(outcomes)} run(s) ({done}) in {minutes:.1f} minutes, {len(failed)} failed, stored in {runs_dir}")
+    return min(len(failed), MAX_FAILED_STATUS)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from peftviz.progress import TerminalProgress  # after parsing: --help stays fast
+    from peftviz.progress import TerminalProgress, TerminalSweep  # after parsing: --help stays fast
 
     try:
         if args.command == "runs":
@@ -256,26 +319,18 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "resume", None):
             return resume(args)
         from peftviz.engine import is_main_process
-        from peftviz.train import compare  # torch and transformers load here
 
         keep_freed_memory()
-
-        overrides = _overrides(args)
-        if args.seeds is not None and "seed" in overrides:
-            raise ValueError("give either --seed or --seeds, not both")
+        configs = _sweep_configs(args)
+        if args.command == "train" and not args.seeds:  # one run, always trained: a train asks for a new run
+            return _train_one(configs[0], args, is_main_process)
         started = time.perf_counter()
-        if args.command == "train":
-            overrides["method_options"] = parse_method_options(args.method, args.option)
-            configs = [preset_config(args.preset, args.method, **overrides)]
-        elif args.command == "compare":
-            configs = comparison(args.preset, comparison_methods(args.methods), **overrides)
-        else:
-            configs = alpha_grid(args.preset, tuple(args.alphas) if args.alphas else None, **overrides)
-        runs = compare(over_seeds(configs, args.seeds), args.runs_dir, TerminalProgress())
+        bar = TerminalSweep()
+        ray_options = RayOptions(args.address, args.cpus_per_run, args.gpus_per_run, args.retries)
+        outcomes = run_sweep(configs, args.runs_dir, args.engine, args.force, ray_options, bar, TerminalProgress())
+        bar.close()
         if is_main_process():  # under `accelerate launch`, one table, not one per process
-            print(format_table([comparison_row(run) for run in runs]))
-            minutes = (time.perf_counter() - started) / 60
-            print(f"\n{len(runs)} run(s) in {minutes:.1f} minutes, stored in {args.runs_dir}")
+            return _sweep_summary(outcomes, (time.perf_counter() - started) / 60, args.runs_dir)
         return 0
     except KeyboardInterrupt:
         print("\ninterrupted: the current run is kept and lists as incomplete", file=sys.stderr)

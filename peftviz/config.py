@@ -23,9 +23,10 @@ from peftviz.errors import ConfigError
 from peftviz.methods import DEFAULT_METHOD, METHODS, alpha_grid_method, paper_methods
 from peftviz.methods import method_class as find_method
 from peftviz.options import Options, option, shown
+from peftviz.store.schema import RECORD_FIELDS
 
 # what config.json holds besides the settings: what the run found and recorded
-RECORD_ONLY = ("environment", "parameters", "label_names", "data_sha256")
+RECORD_ONLY = tuple(RECORD_FIELDS)  # what config.json records besides the settings (`store.schema`)
 
 
 # Bounds of the run settings (see options.py for how they are checked). Upper bounds are typo guards,

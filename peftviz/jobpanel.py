@@ -13,6 +13,8 @@ new runs. A finished job shows to its owner on the page it was submitted from.
 
 from __future__ import annotations
 
+import importlib.util
+
 import streamlit as st
 
 from peftviz.appkit import current_page, current_session, show_error
@@ -58,14 +60,30 @@ def may_cancel(job: Job) -> bool:
     return bool(server.owner_token) and st.session_state.get("jobpanel.server_owner", False)
 
 
-def submit(configs, resume=()) -> Job | None:
+def submit(configs, resume=(), engine: str = "local") -> Job | None:
     """Queue a Train press for this visitor. A press the queue refuses is said on the page, never
     dropped in silence; returns the job, or None when refused."""
     try:
-        return job_queue().submit(configs, store_dir(), visitor(), tuple(resume), origin=current_page())
+        return job_queue().submit(configs, store_dir(), visitor(), tuple(resume), current_page(), engine)
     except QueueFull as err:
         show_error(err)
         return None
+
+
+ENGINE_LABELS = {
+    "local": "this machine, one run after another",
+    "ray": "Ray: each run a task, as many at once as Ray has CPUs",
+}
+
+
+def engine_choice() -> str:
+    """Where a comparison trains (`peftviz.sweep`): here in turn, or on Ray where it is installed. Not on a
+    shared server, where one visitor's sweep would take every core from the others."""
+    if policy().shared or importlib.util.find_spec("ray") is None:
+        return "local"
+    help_text = ("Ray starts on this machine, or joins the cluster that RAY_ADDRESS names; the runs go to the same "
+                 "store, and the queue below follows them as Ray finishes them")  # fmt: skip
+    return st.radio("Train on", list(ENGINE_LABELS), format_func=ENGINE_LABELS.get, horizontal=True, help=help_text)
 
 
 def job_panel() -> None:

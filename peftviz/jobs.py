@@ -49,6 +49,7 @@ class Job:
     owner: str = ""  # the visitor who submitted it
     origin: str = ""  # the page it was submitted from: where its owner sees it once it has ended
     resume: list[Run] = field(default_factory=list)  # incomplete runs to continue, before the configs
+    engine: str = "local"  # the configs one after another in the child ("local"), or each a Ray task ("ray")
     id: int = field(default_factory=lambda: next(_ids))
     status: str = "waiting"  # waiting, running, done, failed, cancelled
     error: str = ""
@@ -122,10 +123,11 @@ class JobQueue:
         owner: str = "",
         resume: tuple[Run, ...] = (),
         origin: str = "",
+        engine: str = "local",
     ) -> Job:
         """Queue a job (it starts at once if a place is free); raises QueueFull when it cannot wait.
         resume: incomplete runs it continues first (their own settings), as `train --resume`."""
-        job = Job(list(configs), Path(runs_dir), owner, origin, list(resume))
+        job = Job(list(configs), Path(runs_dir), owner, origin, list(resume), engine)
         with self._lock:
             self._check_room(owner)
             self._check_not_queued(job.resume)
@@ -214,7 +216,8 @@ def train_in_process(job: Job) -> list[Run]:
         if job.cancel_requested:  # cancelled between the dispatch and the child's start
             stop()
 
-    return compare_in_process(job.configs, job.runs_dir, job.record, [run.path for run in job.resume], stoppable)
+    resumed = [run.path for run in job.resume]
+    return compare_in_process(job.configs, job.runs_dir, job.record, resumed, stoppable, job.engine)
 
 
 def clock(seconds: float) -> str:

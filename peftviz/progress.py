@@ -48,3 +48,43 @@ class TerminalProgress:
             self.bar = None
         if event.phase == "done":
             tqdm.write(f"{event.run}: done")
+
+
+class TerminalSweep:
+    """One bar over a sweep (runs done of all; running, failed; time left) and a line per finished run."""
+
+    def __init__(self):
+        self.bar = None
+        self.shown = 0  # finished runs already given their line
+
+    def __call__(self, counts) -> None:  # a `sweep.SweepProgress`
+        from tqdm.auto import tqdm  # here: importing this module stays light
+
+        if self.bar is None:
+            self.bar = tqdm(total=counts.total, desc="sweep", unit="run", position=0)
+        for outcome in counts.finished[self.shown :]:
+            self.bar.write(finished_line(outcome))
+        self.shown = len(counts.finished)
+        self.bar.n = counts.done
+        self.bar.set_postfix(running=counts.running, failed=counts.failed, refresh=False)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def finished_line(outcome) -> str:
+    """`<run title>: <status> …` for one finished configuration of a sweep (a `sweep.Outcome`)."""
+    title = outcome.planned.config.run_title
+    if outcome.run is None:
+        return f"{title}: failed: {outcome.error}"
+    run, verb = (
+        outcome.run,
+        {"skip": "already complete", "resume": "resumed", "train": "trained"}[outcome.planned.action],
+    )
+    attempts = run.record.get("attempts") or [{}]
+    where = f"{attempts[-1].get('engine', '?')} on {attempts[-1].get('node', '?')}"
+    accuracy = run.best_metrics.get("accuracy")
+    result = f", best val accuracy {accuracy:.3f}" if accuracy is not None else ""
+    return f"{title}: {run.status} ({verb}, {where}, {run.epochs_done}/{run.config.epochs} epochs{result})"

@@ -38,6 +38,17 @@ def group_row(group: Group) -> dict:
     }
 
 
+def trained_by(run: Run) -> str | None:
+    """The engine and node of each attempt at the run: "ray on node-3", then ", resumed at epoch 2 by local on
+    vm" for each resume (`sweep`); None for runs from before attempts were recorded."""
+    attempts = run.record.get("attempts") or []
+    if not attempts:
+        return None
+    first, *resumes = attempts
+    text = f"{first['engine']} on {first['node']}"
+    return text + "".join(f", resumed at epoch {a['from_epoch']} by {a['engine']} on {a['node']}" for a in resumes)
+
+
 def run_row(run: Run) -> dict:
     """One row of the runs table: what the CLI's `runs` and the app's home page show."""
     config, best = run.config, run.best_metrics
@@ -49,6 +60,7 @@ def run_row(run: Run) -> dict:
         "seed": run.seed,
         "group": run.group_key if run.status != "corrupt" else None,
         "status": run.status if not run.error else f"{run.status}: {run.error}",
+        "trained by": trained_by(run),
         "dataset": config.dataset if config else "?",
         "model": config.model if config else "?",
         "epochs": f"{run.epochs_done}/{config.epochs if config else '?'}",

@@ -54,6 +54,11 @@ def created_now() -> str:
     return datetime.now().astimezone().isoformat(timespec="microseconds")
 
 
+def attempt(sweep_engine: str, from_epoch: int) -> dict:
+    """Who trains a run now: the sweep's engine ("local" or "ray"), this machine, and the epoch it starts from."""
+    return {"engine": sweep_engine, "node": platform.node(), "started": created_now(), "from_epoch": from_epoch}
+
+
 def environment(engine: Engine) -> dict:
     packages = ("torch", "transformers", "accelerate", "datasets", "numpy", "scikit-learn", "netcal")
     device = engine.device
@@ -108,10 +113,17 @@ class Prepared:
 class Trainer:
     """Trains one config and writes its run folder; or continues a killed run (`resume`)."""
 
-    def __init__(self, config: TrainConfig, runs_dir: Path | None = None, progress: ProgressCallback | None = None):
+    def __init__(
+        self,
+        config: TrainConfig,
+        runs_dir: Path | None = None,
+        progress: ProgressCallback | None = None,
+        sweep_engine: str = "local",
+    ):
         self.engine = Engine(config)  # refuses a device or precision this machine lacks, before anything loads
         self.config = replace(config, precision=self.engine.precision)  # the run records what it trained in
         self.runs_dir = Path(runs_dir or store_dir())
+        self.sweep_engine = sweep_engine  # recorded in the run's attempts: which engine and node trained it
         self.progress = progress if progress and self.engine.is_main else (lambda event: None)
 
     def run(self, data: TextData | None = None) -> Run:
@@ -128,6 +140,7 @@ class Trainer:
         writer_class = RunWriter if self.engine.is_main else FollowerWriter
         writer = writer_class(run.path, read_metrics_lines(run.path))
         start = self._restore(run, prepared, writer)
+        writer.add_attempt(attempt(self.sweep_engine, start))
         return self._train(prepared, writer, start)
 
     def _prepare(self, data: TextData | None) -> Prepared:
@@ -153,6 +166,7 @@ class Trainer:
             "parameters": model.parameter_counts(),
             "environment": environment(self.engine),
             "data_sha256": data_sha256(config.dataset),  # a page can tell when the data changed since
+            "attempts": [attempt(self.sweep_engine, 0)],
         }
         train_loader = make_loader(splits["train"], config.batch_size, pad_id, shuffle=True, seed=config.seed)
         eval_loaders = {name: make_loader(splits[name], config.batch_size, pad_id) for name in ("validation", "test")}
@@ -274,7 +288,7 @@ def train(config: TrainConfig, runs_dir: Path | None = None, progress: ProgressC
     return Trainer(config, runs_dir, progress).run()
 
 
-def resume(run: Run, progress: ProgressCallback | None = None) -> Run:
+def resume(run: Run, progress: ProgressCallback | None = None, sweep_engine: str = "local") -> Run:
     """Continue a killed (incomplete) run from its last finished epoch; returns the finished run."""
     if run.status != "incomplete":
         reason = f": {run.error}" if run.error else ""
@@ -284,7 +298,7 @@ def resume(run: Run, progress: ProgressCallback | None = None) -> Run:
         target = run.config.method_options.get(link)
         if target and not Path(target).resolve().is_relative_to(store):
             raise RunError(f"run {run.name}: config.json: {link} points outside the store ({target})")
-    return Trainer(run.config, run.path.parent, progress).resume(run)
+    return Trainer(run.config, run.path.parent, progress, sweep_engine).resume(run)
 
 
 def compare(

@@ -46,11 +46,17 @@ NICENESS = 10
 
 
 def compare_in_process(
-    configs: list[TrainConfig], runs_dir: Path, progress, resume=(), stoppable: Callable | None = None
+    configs: list[TrainConfig],
+    runs_dir: Path,
+    progress,
+    resume=(),
+    stoppable: Callable | None = None,
+    engine: str = "local",
 ) -> list:
     """Continue the incomplete runs `resume` (their folders), then `train.compare(configs, runs_dir,
     progress)`, in a child process; returns the runs. `stoppable(stop)` is handed a function that
-    stops the child (a cancelled job): its run is left incomplete, as a killed run.
+    stops the child (a cancelled job): its run is left incomplete, as a killed run. With engine "ray"
+    the configs train as a sweep on Ray (`sweep_on_ray`), each run one task.
 
     Raises the PeftvizError the child raised (its class and first line), or a TrainingError if
     the child died without a word (killed, out of memory).
@@ -60,6 +66,7 @@ def compare_in_process(
             "configs": [config.to_dict() for config in configs],
             "runs_dir": str(runs_dir),
             "resume": list(map(str, resume)),
+            "engine": engine,
         }
     )
     child = subprocess.Popen(
@@ -119,6 +126,31 @@ def _answer(channel, message: dict) -> None:
     channel.flush()
 
 
+def sweep_on_ray(configs: list[TrainConfig], runs_dir: Path, report) -> list:
+    """The configs as a sweep on Ray (`peftviz.sweep`), every one trained anew as a Train press asks. A run's
+    events are those a Ray task tells: queued, then done or failed. Raises if any run failed, naming the first."""
+    from peftviz.sweep import run_sweep
+
+    for config in configs:
+        report(Progress(config.run_title, "queued on Ray", 0, config.epochs))
+
+    def finished(counts) -> None:
+        for outcome in counts.finished[len(reported) :]:
+            config = outcome.planned.config
+            report(Progress(config.run_title, "failed" if outcome.failed else "done", config.epochs, config.epochs))
+            reported.append(outcome)
+
+    reported: list = []
+    outcomes = run_sweep(configs, runs_dir, "ray", force=True, on_progress=finished)
+    failed = [outcome for outcome in outcomes if outcome.failed]
+    if failed:
+        first = failed[0]
+        raise TrainingError(
+            f"{len(failed)} of {len(outcomes)} runs failed; {first.planned.config.run_title}: {first.error}"
+        )
+    return [outcome.run for outcome in outcomes]
+
+
 def main(parent: int) -> None:
     """The child: read settings from stdin, train, answer on the stdout it was given."""
     channel = os.fdopen(os.dup(1), "w")
@@ -135,7 +167,9 @@ def main(parent: int) -> None:
         settings = json.loads(sys.stdin.read())
         configs = [TrainConfig.from_dict(values) for values in settings["configs"]]
         runs = [resume(load_run(Path(path)), report) for path in settings.get("resume", [])]
-        if configs:
+        if configs and settings.get("engine", "local") == "ray":
+            runs += sweep_on_ray(configs, Path(settings["runs_dir"]), report)
+        elif configs:
             runs += compare(configs, Path(settings["runs_dir"]), report)
         _answer(channel, {"runs": [str(run.path) for run in runs]})
     except PeftvizError as err:

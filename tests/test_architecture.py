@@ -79,15 +79,16 @@ def python(code: str) -> str:
         "import peftviz",
         "import peftviz.calibration.metrics",
         "import peftviz.analysis.calibration, peftviz.analysis.comparison, peftviz.figures.calibration",  # Calibration page
+        "import peftviz.sweep",  # Ray loads only for --engine ray (peftviz.sweep_ray)
         "import peftviz.methods; list(peftviz.methods.METHODS)",
         "from peftviz.__main__ import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
         "from peftviz.__main__ import main\ntry:\n    main(['compare', '--help'])\nexcept SystemExit:\n    pass",
     ],
 )
 def test_light_entry_points_import_no_torch(entry):
-    """`python -m peftviz --help`, the calibration package and what the Calibration page computes and draws load
-    neither torch nor transformers."""
-    loaded = python(f"{entry}\nimport sys\nprint(sorted({{'torch', 'transformers'}} & set(sys.modules)))")
+    """`python -m peftviz --help`, the calibration package, what the Calibration page computes and draws, and the
+    sweep's planning load neither torch, transformers nor Ray."""
+    loaded = python(f"{entry}\nimport sys\nprint(sorted({{'torch', 'transformers', 'ray'}} & set(sys.modules)))")
     assert loaded.strip().splitlines()[-1] == "[]"
 
 

@@ -219,3 +219,17 @@ def test_progress_bars_say_the_time_taken_and_left():
     job.status, job.started = "running", time.time()
     job.record(Progress(name, "train", 1, 2, 5, 10))
     assert job.timing(name).startswith("0:00 elapsed, about 0:00 left") and "elapsed" in job.timing()
+
+
+def test_home_can_train_the_comparison_on_ray_and_a_shared_server_cannot(empty_store, monkeypatch):
+    queue = fake_queue(monkeypatch)
+    at = open_page("pages/0_home.py")
+    choice = next(radio for radio in at.radio if radio.label == "Train on")
+    assert choice.value == "local" and choice.options == list(jobpanel.ENGINE_LABELS.values())
+    choice.set_value("ray").run()
+    at.button[0].click().run()
+    wait_until_idle(queue)
+    assert [job.engine for job in queue.jobs] == ["ray"]
+    monkeypatch.setenv("PEFTVIZ_SHARED", "1")
+    shared = open_page("pages/0_home.py")
+    assert [radio.label for radio in shared.radio if radio.label == "Train on"] == []

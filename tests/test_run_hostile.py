@@ -35,6 +35,15 @@ BAD_RECORDS = {  # folder -> (what config.json records instead, the listing's re
     ),
     "labels-number": ({"label_names": 3}, "config.json: label_names must be a list of strings, not 3"),
     "environment-list": ({"environment": ["x"]}, 'config.json: environment must be an object, not ["x"]'),
+    "attempts-object": ({"attempts": {"engine": "ray"}}, 'config.json: attempts must be a list, not {"engine": "ray"}'),
+    "attempt-engine": (
+        {"attempts": [{"engine": "slurm", "node": "n1", "started": "2026-11-24", "from_epoch": 0}]},
+        'config.json: attempts[1].engine must be one of local, ray, not "slurm"',
+    ),
+    "attempt-epoch": (
+        {"attempts": [{"engine": "ray", "node": "n1", "started": "2026-11-24", "from_epoch": -1}]},
+        "config.json: attempts[1].from_epoch must be at least 0, not -1",
+    ),
 }
 
 

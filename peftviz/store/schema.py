@@ -167,12 +167,33 @@ def _data_sha256(digest, file: str, field: str) -> None:
         raise Corrupt(file, f"{field} must be 64 hex digits or null, not {_shown(digest)}")
 
 
+ENGINES = ("local", "ray")  # what trained a run (`peftviz.sweep`)
+
+
+def _attempts(attempts, file: str, field: str) -> None:
+    """Each process that trained the run: {"engine", "node", "started", "from_epoch"}; a resume adds one."""
+    if not isinstance(attempts, list):
+        raise Corrupt(file, f"{field} must be a list, not {_shown(attempts)}")
+    for index, attempt in enumerate(attempts, start=1):
+        where = f"{field}[{index}]"
+        mapping(attempt, file, where)
+        if attempt.get("engine") not in ENGINES:
+            raise Corrupt(
+                file, f"{where}.engine must be one of {', '.join(ENGINES)}, not {_shown(attempt.get('engine'))}"
+            )
+        for name in ("node", "started"):
+            if not isinstance(attempt.get(name), str):
+                raise Corrupt(file, f"{where}.{name} must be text, not {_shown(attempt.get(name))}")
+        integer(attempt.get("from_epoch"), file, f"{where}.from_epoch")
+
+
 # what config.json records besides the settings: field -> (its value when absent, its check)
 RECORD_FIELDS = {
     "label_names": (None, _label_names),
     "parameters": ({}, counts),
     "environment": ({}, mapping),
     "data_sha256": (None, _data_sha256),  # runs from before it was recorded, and hub data, have none
+    "attempts": ([], _attempts),  # runs from before it was recorded have none
 }
 
 

@@ -161,6 +161,11 @@ class RunWriter:
             lock.moved(root / name)
         return cls(root / name, lock=lock)
 
+    def add_attempt(self, attempt: dict) -> None:
+        """A resumed run says so: config.json gains the attempt (engine, node, the epoch it continues from)."""
+        record = schema.read_json(self.path / "config.json", "config.json", schema.JSON_LIMITS["config.json"])
+        _write_json(self.path / "config.json", {**record, "attempts": [*record.get("attempts", []), attempt]})
+
     def write_epoch(self, record: dict, probs: np.ndarray, labels: np.ndarray) -> None:
         """Predictions first, then the metrics line: a listed epoch always has its predictions."""
         self.write_predictions(f"epoch_{record['epoch']}", probs, labels)
@@ -211,6 +216,9 @@ class FollowerWriter(RunWriter):
     in memory (every process computes the same, from predictions gathered from all), no files."""
 
     takes_lock = False
+
+    def add_attempt(self, attempt: dict) -> None:
+        pass
 
     def _write_metrics(self) -> None:
         pass
