@@ -45,11 +45,11 @@ def status_note(runs) -> str:
 
 def quick_time_note(runs) -> str:
     """How long a quick run takes: measured on this store's finished quick runs when there are any,
-    else the figure measured for the README, with the machine it was measured on."""
+    else the figure measured for the docs (docs/results.md), with the machine it was measured on."""
     settings = {name: PRESETS["quick"][name] for name in ("model", "limit", "max_length", "epochs", "batch_size")}
     found = measured_minutes(runs, settings)
     if not found:
-        return ("Measured at 1.6 to 2.5 minutes per run on 2 CPU cores (the README's machine); no quick run has "
+        return ("Measured at 1.6 to 2.5 minutes per run on 2 CPU cores (the quick comparison in docs/results.md); no quick run has "
                 f"finished in this store yet to time this one ({os.cpu_count()} CPU cores).")  # fmt: skip
     minutes = sorted(m for m, _ in found)
     where = sorted({w for _, w in found})

@@ -44,7 +44,7 @@ from peftviz.tables import format_table
 
 # settings that are not plain flags: the method has its own flag, and options come as --option
 NOT_FLAGS = {"method", "method_options"}
-SWEEP_WORDS = (("train", "trained"), ("resume", "resumed"), ("skip", "already complete"))
+SWEEP_WORDS = (("train", "new"), ("resume", "resumed"), ("skip", "already complete"))
 MAX_FAILED_STATUS = 100  # a sweep's exit status is the number of runs that failed, up to this
 
 

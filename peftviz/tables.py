@@ -1,4 +1,4 @@
-"""Markdown tables for the terminal and the README: what the CLI prints."""
+"""Markdown tables for the terminal: what the CLI prints."""
 
 from __future__ import annotations
 

@@ -172,7 +172,10 @@ def test_home_tells_a_run_in_training_from_a_stopped_one(app_store, tmp_path, mo
 def test_home_times_the_quick_comparison_honestly(app_store):
     at = open_page("pages/0_home.py")
     text = next(m.value for m in at.markdown if "runs on the offline MiniLM" in m.value)
-    assert "no quick run has finished in this store" in text and "2 CPU cores (the README's machine)" in text
+    assert (
+        "no quick run has finished in this store" in text
+        and "2 CPU cores (the quick comparison in docs/results.md)" in text
+    )
 
 
 def finished_job(monkeypatch, owner: str, origin: str = ""):

@@ -216,7 +216,7 @@ def test_the_command_line_lists_what_failed_and_exits_with_how_many(tmp_path, lo
     assert main(argv) == 2  # lora at seeds 0 and 1
     captured = capsys.readouterr()
     assert "failed: lora · seed 0: training loss is NaN at epoch 1" in captured.err
-    assert "4 run(s) (4 trained) in" in captured.out and "2 failed" in captured.out
+    assert "4 run(s) (4 new) in" in captured.out and "2 failed" in captured.out
     lora_fails()  # undone: lora trains now
     assert main(argv) == 0  # again: the two complete runs are skipped, the two failed ones trained
-    assert "4 run(s) (2 trained, 2 already complete)" in capsys.readouterr().out
+    assert "4 run(s) (2 new, 2 already complete)" in capsys.readouterr().out

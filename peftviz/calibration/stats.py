@@ -37,7 +37,7 @@ zeros and m* is that run's example bootstrap, so one code path serves runs and g
 Owen shows the pigeonhole bootstrap is mildly conservative (it counts the seed × example
 interaction twice); with few seeds the seed part is too narrow (a bootstrap of S values has
 variance (S-1)/S of the sample's). tests/test_stats.py measures the coverage on simulated data
-with a known truth; the README gives the numbers.
+with a known truth; docs/statistics.md gives the numbers.
 
 Probability of improvement (Agarwal et al., NeurIPS 2021, `rliable`): P(A better than B) =
 (1/(S_a S_b)) Σ_i Σ_j ( 1[a_i ≻ b_j] + ½ 1[a_i = b_j] ), the chance that a run of A beats a run of
