@@ -31,7 +31,9 @@ def show_lambda(run: Run) -> None:
     except PeftvizError as err:
         appkit.show_error(err)
         return
-    appkit.chart(figures.lambda_figure(rows, per_head, alpha, kernel.lambda_title(run)), "kernel_lambda")
+    appkit.chart(
+        figures.lambda_figure(rows, per_head, alpha, kernel.lambda_title(run), kernel.grid_alphas()), "kernel_lambda"
+    )
     st.caption(
         f"Every text token of the first {kernel.N_LAMBDA_DOCS} validation documents, per layer: box from the "
         "25th to the 75th percentile, whiskers at the 5th and 95th. The same λ(C) (eq. 6) as the Attention page's "

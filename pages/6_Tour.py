@@ -54,7 +54,9 @@ def attention_figure(runs, in_store):
 def kernel_figure(runs, in_store):
     run = runs[0]
     rows = appkit.lambda_rows(run)  # the Kernel page's cache
-    return kernel_figures.lambda_figure(rows, False, kernel.fixed_alpha(run), kernel.lambda_title(run))
+    return kernel_figures.lambda_figure(
+        rows, False, kernel.fixed_alpha(run), kernel.lambda_title(run), kernel.grid_alphas()
+    )
 
 
 def calibration_figure(runs, in_store):

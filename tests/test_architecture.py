@@ -79,6 +79,7 @@ def python(code: str) -> str:
         "import peftviz",
         "import peftviz.calibration.metrics",
         "import peftviz.analysis.calibration, peftviz.analysis.comparison, peftviz.figures.calibration",  # Calibration page
+        "import peftviz.figures.kernel",  # the α grid comes from the page (which asks the method), not a method module
         "import peftviz.sweep",  # Ray loads only for --engine ray (peftviz.sweep_ray)
         "import peftviz.methods; list(peftviz.methods.METHODS)",
         "from peftviz.__main__ import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",

@@ -240,7 +240,7 @@ def test_lambda_per_head_colours_are_distinct_for_twelve_heads():
     rows = [{"layer": 0, "head": h, "q05": 0.0, "q25": 0.01, "median": 0.02, "q75": 0.03, "q95": 0.05, "mean": 0.02}
             for h in range(12)] + [{"layer": 0, "head": None, "q05": 0, "q25": 0.01, "median": 0.02, "q75": 0.03,
                                     "q95": 0.05, "mean": 0.02}]  # fmt: skip
-    fig = kernel.lambda_figure(rows, per_head=True, alpha=0.01)
+    fig = kernel.lambda_figure(rows, per_head=True, alpha=0.01, grid=(1e-3, 4e-2))
     boxes = [t for t in fig.data if t.type == "box"]
     assert len(boxes) == 12 and len({t.marker.color for t in boxes}) == 12
     assert fig.layout.yaxis.range[1] == pytest.approx(1.1 * 0.05)  # fitted, not 0–1
@@ -345,7 +345,7 @@ def test_a_box_plots_csv_holds_its_quartiles_not_an_empty_y():
     from peftviz.figures.export import figure_table
 
     rows = [{"layer": 0, "head": None, "q05": 0.0, "q25": 0.01, "median": 0.02, "q75": 0.03, "q95": 0.05, "mean": 0.02}]
-    table = figure_table(kernel.lambda_figure(rows, alpha=0.01, title="λ(C) per layer · run"))
+    table = figure_table(kernel.lambda_figure(rows, alpha=0.01, title="λ(C) per layer · run", grid=(1e-3, 4e-2)))
     assert list(table.columns) == ["trace", "point", "x", "lowerfence", "q1", "median", "q3", "upperfence", "mean"]
     assert table.iloc[0][["lowerfence", "q1", "median", "q3", "upperfence"]].tolist() == [0.0, 0.01, 0.02, 0.03, 0.05]
     assert len(table) == 1  # the legend-only entries (the α grid, the run's α) draw no point

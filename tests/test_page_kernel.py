@@ -253,6 +253,8 @@ def test_lambda_figure_draws_one_box_per_layer_or_per_head():
     assert len([trace for trace in figures.lambda_figure(rows, per_head=True).data if trace.type == "box"]) == 4
     with_alpha = figures.lambda_figure(rows, alpha=0.01)
     assert any(shape.y0 == 0.01 for shape in with_alpha.layout.shapes)
+    shaded = figures.lambda_figure(rows, grid=ALPHA_GRID).layout.shapes
+    assert [(shape.y0, shape.y1) for shape in shaded] == [(min(ALPHA_GRID), max(ALPHA_GRID))]
 
 
 # ---------------------------------------------------------------------------------------------

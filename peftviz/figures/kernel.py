@@ -17,7 +17,6 @@ from plotly.subplots import make_subplots
 
 from peftviz.figures.layout import title_over_plot
 from peftviz.figures.palette import Series, color
-from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID
 
 EXACT = "exact"
 SWEEP_NAME = "evaluated under α"
@@ -26,7 +25,6 @@ TRAINED_NAME = "trained at α"
 SEEDS_NAME = "each seed"
 GRID_NAME = "shaded: the paper's α grid"
 PANELS = (("accuracy", "validation accuracy"), ("ece", "validation ECE"))
-GRID_BAND = (min(ALPHA_GRID), max(ALPHA_GRID))
 NEUTRAL = "#555555"  # a sweep drawn without knowing its run's method
 HEAD_SCALE = "Viridis"  # heads in order along a sequential scale: 12 heads, 12 distinct colours
 GROUP_SYMBOLS = ("diamond", "square", "triangle-up", "circle", "star", "hexagon")  # colour is the method's
@@ -34,14 +32,19 @@ MAX_LOG_TICKS = 8
 
 
 def lambda_figure(
-    summary: list[dict], per_head: bool = False, alpha: float | None = None, title: str = ""
+    summary: list[dict],
+    per_head: bool = False,
+    alpha: float | None = None,
+    title: str = "",
+    grid: tuple[float, ...] = (),
 ) -> go.Figure:
     """Box per layer of λ(C) from `lambda_summary` rows: box q25–q75, median, whiskers q05–q95.
 
     per_head: one box per head, grouped by layer, instead of all heads pooled, each head a colour
-    of a sequential scale. alpha: the α a kernel run was trained with, drawn as a dashed line. The
-    paper's α grid is shaded. The y axis runs from 0 to a little above the largest value drawn.
-    title: what the boxes are of (the run, its documents).
+    of a sequential scale. alpha: the α a kernel run was trained with, drawn as a dashed line.
+    grid: the paper's α grid (`analysis.kernel.grid_alphas`), shaded from its least to its largest α.
+    The y axis runs from 0 to a little above the largest value drawn. title: what the boxes are of
+    (the run, its documents).
     """
     fig = go.Figure()
     if per_head:
@@ -52,15 +55,16 @@ def lambda_figure(
         fig.update_layout(boxmode="group")
     else:
         _add_boxes(fig, [row for row in summary if row["head"] is None], "all heads", NEUTRAL)
-    fig.add_hrect(y0=GRID_BAND[0], y1=GRID_BAND[1], fillcolor="gray", opacity=0.2, line_width=0)
-    fig.add_trace(_legend_entry(GRID_NAME, {"mode": "markers", "marker": {"symbol": "square", "size": 12,
-                                                                          "color": "rgba(128, 128, 128, 0.3)"}}))  # fmt: skip
+    if grid:
+        fig.add_hrect(y0=min(grid), y1=max(grid), fillcolor="gray", opacity=0.2, line_width=0)
+        fig.add_trace(_legend_entry(GRID_NAME, {"mode": "markers", "marker": {"symbol": "square", "size": 12,
+                                                                              "color": "rgba(128, 128, 128, 0.3)"}}))  # fmt: skip
     if alpha is not None:
         fig.add_hline(y=alpha, line_dash="dash")
         fig.add_trace(
             _legend_entry(f"this run's α = {alpha:g}", {"mode": "lines", "line": {"dash": "dash", "color": "#444"}})
         )
-    top = max([row["q95"] for row in summary] + [GRID_BAND[1], alpha or 0])
+    top = max([row["q95"] for row in summary] + [max(grid, default=0), alpha or 0])
     fig.update_layout(
         xaxis_title="layer", yaxis_title="λ(C): share of attention on the prefixes",
         yaxis_range=[0, min(1.0, 1.1 * top)], margin={"t": 30, "r": 20},
