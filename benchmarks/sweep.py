@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from peftviz.config import comparison, comparison_methods, over_seeds
-from peftviz.sweep import RayOptions, run_sweep, worker_path
+from peftviz.paths import child_python_path
+from peftviz.sweep import RayOptions, run_sweep
 
 METHODS = "prefix-tuning,prefix-propagation,lora,bitfit"
 PARTS = ("local", "startup", "ray", "ray_warm", "shutdown", "total")
@@ -52,7 +53,7 @@ def start_ray() -> float:
 
     started = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             runtime_env={"env_vars": {"PYTHONPATH": worker_path()}})  # fmt: skip
+             runtime_env={"env_vars": {"PYTHONPATH": child_python_path()}})  # fmt: skip
     ray.get(ray.remote(lambda: None).remote())
     return time.perf_counter() - started
 

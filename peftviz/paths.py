@@ -13,11 +13,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-DEFAULT_CACHE = Path(__file__).resolve().parent.parent / "cache"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CACHE = PROJECT_ROOT / "cache"
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("PEFTVIZ_CACHE") or DEFAULT_CACHE)
+
+
+def child_python_path() -> str:
+    """PYTHONPATH for a process peftviz starts (the app's training child, a Ray worker on this machine): this
+    checkout first, then what was there, whatever folder the process starts in."""
+    return os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
 
 
 def store_dir() -> Path:

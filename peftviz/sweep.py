@@ -26,7 +26,6 @@ from the one-head run at the same seed); such a configuration waits for the ones
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -39,7 +38,6 @@ from peftviz.store.runs import Run, group_key, list_runs, load_run
 
 ENGINES = ("local", "ray")
 Action = Literal["train", "resume", "skip"]
-ROOT = Path(__file__).resolve().parent.parent  # what a Ray worker on this machine must find on its path
 
 
 @dataclass(frozen=True)
@@ -222,8 +220,3 @@ def retried(item: Planned, runs_dir: Path, since: str) -> Planned:
         and sweep_key(item.config) in stored_keys(run.config)
     ]
     return replace(item, action="resume", run=stopped[-1].path) if stopped else item
-
-
-def worker_path() -> str:
-    """PYTHONPATH for a Ray worker on this machine: the project root before what was there."""
-    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)

@@ -11,15 +11,15 @@ left incomplete and resumes it (`sweep.retried`).
 
 from __future__ import annotations
 
-import platform
 from datetime import datetime
 from pathlib import Path
 
 import ray
 from ray.exceptions import RayError, RayTaskError, WorkerCrashedError
 
+from peftviz.paths import child_python_path
 from peftviz.store.runs import load_run
-from peftviz.sweep import Outcome, Planned, RayOptions, execute, finished, retried, worker_path
+from peftviz.sweep import Outcome, Planned, RayOptions, execute, finished, retried
 
 
 def run_on_ray(planned: list[Planned], runs_dir: Path, options: RayOptions, counts, report) -> list[Outcome]:
@@ -27,7 +27,7 @@ def run_on_ray(planned: list[Planned], runs_dir: Path, options: RayOptions, coun
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=options.address, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-                 runtime_env={"env_vars": {"PYTHONPATH": worker_path()}})  # fmt: skip
+                 runtime_env={"env_vars": {"PYTHONPATH": child_python_path()}})  # fmt: skip
     try:
         return _run_tasks(planned, runs_dir, options, counts, report)
     finally:
@@ -75,8 +75,8 @@ def _outcome(item: Planned, ref, retries: int) -> Outcome:
 
 @ray.remote
 def _train_task(item: Planned, runs_dir: str, since: str, *earlier: dict) -> dict:
-    """In a Ray worker: train, resume (a retry included) or read one configuration's run; its folder and node."""
+    """In a Ray worker: train, resume (a retry included) or read one configuration's run; its folder."""
     item = retried(item, Path(runs_dir), since)
     runs = [load_run(Path(handle["path"])) for handle in earlier]
     run = execute(item, Path(runs_dir), runs, "ray")
-    return {"path": str(run.path), "node": platform.node()}
+    return {"path": str(run.path)}

@@ -36,6 +36,7 @@ from pathlib import Path
 from peftviz import errors
 from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError, TrainingError
+from peftviz.paths import child_python_path
 from peftviz.progress import Progress
 from peftviz.store.runs import load_run
 
@@ -100,8 +101,7 @@ def _send(child: subprocess.Popen, settings: str) -> None:
 
 def _child_env() -> dict[str, str]:
     """The server's environment, with this checkout first on the path whatever the server's cwd."""
-    root = str(Path(__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    return {**os.environ, "PYTHONPATH": child_python_path()}
 
 
 def _end(child: subprocess.Popen) -> None:
@@ -134,13 +134,14 @@ def sweep_on_ray(configs: list[TrainConfig], runs_dir: Path, report) -> list:
     for config in configs:
         report(Progress(config.run_title, "queued on Ray", 0, config.epochs))
 
+    reported: list = []  # the outcomes already told
+
     def finished(counts) -> None:
         for outcome in counts.finished[len(reported) :]:
             config = outcome.planned.config
             report(Progress(config.run_title, "failed" if outcome.failed else "done", config.epochs, config.epochs))
             reported.append(outcome)
 
-    reported: list = []
     outcomes = run_sweep(configs, runs_dir, "ray", force=True, on_progress=finished)
     failed = [outcome for outcome in outcomes if outcome.failed]
     if failed:

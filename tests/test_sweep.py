@@ -16,9 +16,10 @@ import torch
 
 from peftviz.config import comparison, comparison_methods, over_seeds
 from peftviz.errors import PeftvizError
+from peftviz.paths import child_python_path
 from peftviz.progress import finished_line
 from peftviz.store.runs import list_runs
-from peftviz.sweep import RayOptions, plan, run_sweep, worker_path
+from peftviz.sweep import RayOptions, plan, run_sweep
 
 ray = pytest.importorskip("ray")
 
@@ -46,7 +47,7 @@ def by_title(runs) -> dict:
 def local_ray():
     """Ray on this machine with 2 CPUs: 2 runs at once, one thread each (Ray sets a task's threads to its CPUs)."""
     ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             runtime_env={"env_vars": {"PYTHONPATH": worker_path()}})  # fmt: skip
+             runtime_env={"env_vars": {"PYTHONPATH": child_python_path()}})  # fmt: skip
     yield
     ray.shutdown()
 
