@@ -1,4 +1,5 @@
-"""Train one method: pick the model, data, method and settings, and watch it train; or resume a run."""
+"""Train one method: pick the model, data, method and settings, and watch it train; resume a run; or
+import a model trained elsewhere (a peft adapter, a Hugging Face classifier, a peftviz export)."""
 
 import streamlit as st
 
@@ -8,6 +9,8 @@ from peftviz.config import PRESETS, TrainConfig, over_seeds, preset_config
 from peftviz.data import BUILTIN, HUB_DATASETS, load_data
 from peftviz.engine import check_machine
 from peftviz.errors import DataError, PeftvizError
+from peftviz.exchange.request import ImportRequest
+from peftviz.exchange.sources import check_source
 from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.paths import uploads_dir
 from peftviz.uploads import as_uploaded, store_upload
@@ -78,6 +81,37 @@ if st.button("Train", type="primary"):
         jobpanel.submit(over_seeds([config], list(range(config.seed, config.seed + n_seeds))))
     except PeftvizError as err:  # bad settings, data or model
         appkit.show_error(as_uploaded(str(err), *uploaded) if uploaded else err)
+
+
+def import_form(preset: str, dataset: str | None) -> None:
+    """A model trained elsewhere, evaluated on the data chosen above and stored as a run (in the background)."""
+    source = st.text_input("Folder or hub id", placeholder="./my-lora-adapter or owner/name", key="import_source")
+    base = st.text_input("Base model (adapters only)", placeholder="default: the adapter's own", key="import_base")
+    seed = st.number_input("Training seed it was trained with", 0, 2**32 - 1, 0, key="import_seed",
+                           help="imports that differ only in their seed form a group on the Calibration page")  # fmt: skip
+    if st.button("Import", key="train_import"):
+        try:
+            if not dataset:
+                raise DataError("choose a dataset first")
+            check_source(source.strip())
+            load_data(dataset, limit=PRESETS[preset].get("limit"))
+            settings = {"dataset": dataset, "seed": int(seed)}
+            jobpanel.submit([], imports=[ImportRequest(source.strip(), settings, preset, base.strip() or None)])
+        except PeftvizError as err:
+            appkit.show_error(err)
+
+
+with st.expander("Import a model trained elsewhere"):
+    st.caption(
+        "A Hugging Face peft adapter (LoRA, IA3, prefix or prompt tuning; task SEQ_CLS), a fine-tuned "
+        "AutoModelForSequenceClassification folder, or a folder `python -m peftviz export` wrote. It is evaluated "
+        "on the data chosen above (the preset's limit and max_length; for an export, its run's) and stored as a "
+        "run every page reads."
+    )
+    if server.shared:
+        st.info("Importing reads folders on this server and downloads from the hub: it is off on a shared server.")
+    else:
+        import_form(preset, dataset)
 
 incomplete = [run for run in appkit.runs() if run.status == "incomplete" and run.metrics]
 if incomplete:

@@ -1,10 +1,12 @@
-"""Command line: python -m peftviz {train, compare, alpha-grid, runs, report}.
+"""Command line: python -m peftviz {train, compare, alpha-grid, runs, report, import, export}.
 
     python -m peftviz train --method prefix-propagation --dataset bbc-news --preset quick
     python -m peftviz compare --preset quick [--methods all]
     python -m peftviz alpha-grid --preset quick
     python -m peftviz runs
     python -m peftviz report --metric ece   # ECE of each run or group, its interval, the significant differences
+    python -m peftviz import ./my-lora-adapter --dataset bbc-news   # a peft adapter or HF classifier, evaluated
+    python -m peftviz export RUN ./exported   # a run as a peft adapter (or peftviz's own folder)
     accelerate launch --multi_gpu --num_processes 2 -m peftviz train ...   # data-parallel (engine.py)
 Every TrainConfig field has a flag (--learning-rate 1e-3, --epochs 5, ...); method options are
 given as --option name=value. Errors end in one line naming the problem.
@@ -54,17 +56,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    help_text, types, choices = TrainConfig.help(), TrainConfig.types(), TrainConfig.choices()
-    for f in fields(TrainConfig):
-        if f.name in NOT_FLAGS:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if types[f.name] is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text[f.name])
-        elif f.name in choices:
-            parser.add_argument(flag, choices=choices[f.name], default=None, help=help_text[f.name])
-        else:
-            parser.add_argument(flag, type=types[f.name], default=None, metavar=f.name.upper(), help=help_text[f.name])
+    _add_setting_flags(parser, [f.name for f in fields(TrainConfig) if f.name not in NOT_FLAGS])
     parser.add_argument(
         "--seeds", type=_seeds_flag, default=None, metavar="SEEDS",
         help="train at several training seeds: a count (3 = seeds 0, 1, 2) or a list (0,1,2); the data split "
@@ -73,6 +65,21 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", choices=list(PRESETS), default="quick", help="starting values (default: quick)")
     parser.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
     _add_sweep_flags(parser)
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser, names: list[str]) -> None:
+    """A flag for each of these TrainConfig fields, typed and with its help (default None: not given)."""
+    help_text, types, choices = TrainConfig.help(), TrainConfig.types(), TrainConfig.choices()
+    for f in fields(TrainConfig):
+        if f.name not in names:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if types[f.name] is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text[f.name])
+        elif f.name in choices:
+            parser.add_argument(flag, choices=choices[f.name], default=None, help=help_text[f.name])
+        else:
+            parser.add_argument(flag, type=types[f.name], default=None, metavar=f.name.upper(), help=help_text[f.name])
 
 
 def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
@@ -137,7 +144,67 @@ def build_parser() -> argparse.ArgumentParser:
     runs = commands.add_parser("runs", help="list the run store and its groups of seeds")
     runs.add_argument("--runs-dir", type=Path, default=store_dir())
     _add_report_parser(commands)
+    _add_exchange_parsers(commands)
     return parser
+
+
+IMPORT_SETTINGS = ["dataset", "limit", "max_length", "data_seed", "seed", "batch_size", "ece_bins", "label", "device"]
+
+
+def _add_exchange_parsers(commands) -> None:
+    imported = commands.add_parser(
+        "import", help="evaluate a model trained elsewhere (a peft adapter, a Hugging Face classifier folder, a "
+        "peftviz export) on a dataset and store it as a run",
+    )  # fmt: skip
+    imported.add_argument("source", metavar="SOURCE", help="a folder or a Hugging Face hub id")
+    imported.add_argument("--model", default=None, metavar="BASE",
+                          help="the base an adapter goes on (default: its base_model_name_or_path)")  # fmt: skip
+    _add_setting_flags(imported, IMPORT_SETTINGS)
+    imported.add_argument("--preset", choices=list(PRESETS), default="quick",
+                          help="data settings (limit, max_length, batch size; default: quick); a peftviz export "
+                          "defaults to its run's")  # fmt: skip
+    imported.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
+    exported = commands.add_parser(
+        "export", help="write a run as a Hugging Face peft adapter (LoRA, IA3, prefix and prompt tuning) or, for "
+        "peftviz's own methods, as safetensors + settings; both with a model card",
+    )  # fmt: skip
+    exported.add_argument("run", metavar="RUN", help="its folder name in --runs-dir, or its path")
+    exported.add_argument("folder", metavar="DIR", type=Path, help="a new folder to write")
+    exported.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
+
+
+def run_folder(text: str, runs_dir: Path) -> Path:
+    """A run named on the command line: its path, or its folder name in the store."""
+    folder = Path(text) if os.sep in text or text in (".", "..") else runs_dir / text
+    if not folder.is_dir():
+        raise RunError(f"no run folder {folder}")
+    return folder
+
+
+def import_command(args: argparse.Namespace) -> int:
+    from peftviz.exchange.imports import import_model  # torch, transformers and peft load here
+    from peftviz.exchange.request import ImportRequest
+
+    settings = {name: getattr(args, name) for name in IMPORT_SETTINGS if getattr(args, name) is not None}
+    run = import_model(ImportRequest(args.source, settings, args.preset, args.model), args.runs_dir)
+    print(format_table([comparison_row(run)]))
+    imported = run.imported
+    print(f"\nimported {args.source} ({imported['kind']}, labels matched {imported['labels']}) as run {run.name} "
+          f"in {args.runs_dir}")  # fmt: skip
+    return 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    from peftviz.exchange.export import export_run  # torch, transformers and peft load here
+
+    run = load_run(run_folder(args.run, args.runs_dir))
+    folder = export_run(run, args.folder)
+    kind = "a Hugging Face peft adapter" if (folder / "adapter_config.json").is_file() else "peftviz's own format"
+    print(f"exported run {run.name} ({run.label}) to {folder}, as {kind}, with a model card (README.md)")
+    return 0
+
+
+EXCHANGE_COMMANDS = {"import": import_command, "export": export_command}
 
 
 def _add_report_parser(commands) -> None:
@@ -185,9 +252,7 @@ def resume(args: argparse.Namespace) -> int:
     given = sorted(_overrides(args)) + (["--option"] if args.option else []) + (["--seeds"] if args.seeds else [])
     if given:
         raise ConfigError(f"--resume continues a run with its own settings; drop {', '.join(given)}")
-    folder = Path(args.resume) if os.sep in args.resume or args.resume in (".", "..") else args.runs_dir / args.resume
-    if not folder.is_dir():
-        raise RunError(f"no run folder {folder}")
+    folder = run_folder(args.resume, args.runs_dir)
     from peftviz.progress import TerminalProgress
     from peftviz.train import resume as resume_run  # torch and transformers load here
 
@@ -316,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "report":
             return report(args)
+        if args.command in EXCHANGE_COMMANDS:
+            return EXCHANGE_COMMANDS[args.command](args)
         if getattr(args, "resume", None):
             return resume(args)
         from peftviz.engine import is_main_process

@@ -31,3 +31,7 @@ class RunError(PeftvizError, ValueError):
 
 class TrainingError(PeftvizError, RuntimeError):
     """Training stopped (e.g. a non-finite loss); finished epochs are kept in the run folder."""
+
+
+class ExchangeError(PeftvizError, ValueError):
+    """A model to import or a run to export that peftviz cannot carry over exactly; the message says why."""

@@ -108,17 +108,21 @@ def load_trained(
     options = {k: v for k, v in config.method_options.items() if k not in links}
     n_labels = len(run.label_names)
     model = build_classifier(encoder, method or config.method, n_labels, options, config.pooling, config.head_dropout)
-    state = run.params()
+    load_params(model, run.params(), f"run {run.name}: params.safetensors", optional)
+    return model.to(pick_device(device)).eval(), tokenizer
+
+
+def load_params(model: PeftClassifier, state: dict, where: str, optional: frozenset[str] = frozenset()) -> None:
+    """Load trained tensors into `model`; RunError (naming `where`) if any it trains is missing or of
+    another shape (the tensors were trained on another encoder or with other options)."""
     missing = set(model.trainable_state_dict()) - set(state) - optional
     if missing:
-        raise RunError(f"run {run.name}: params.safetensors lacks {len(missing)} tensors, e.g. {min(missing)}")
+        raise RunError(f"{where} lacks {len(missing)} tensors, e.g. {min(missing)}")
     expected = model.state_dict()
     wrong = [name for name, tensor in state.items() if name in expected and tensor.shape != expected[name].shape]
     if wrong:
         name = wrong[0]
         raise RunError(
-            f"run {run.name}: params.safetensors: {name} has shape {tuple(state[name].shape)}, "
-            f"the model's is {tuple(expected[name].shape)}"
+            f"{where}: {name} has shape {tuple(state[name].shape)}, the model's is {tuple(expected[name].shape)}"
         )
     model.load_state_dict(state, strict=False)
-    return model.to(pick_device(device)).eval(), tokenizer

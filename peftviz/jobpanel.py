@@ -60,11 +60,13 @@ def may_cancel(job: Job) -> bool:
     return bool(server.owner_token) and st.session_state.get("jobpanel.server_owner", False)
 
 
-def submit(configs, resume=(), engine: str = "local") -> Job | None:
-    """Queue a Train press for this visitor. A press the queue refuses is said on the page, never
-    dropped in silence; returns the job, or None when refused."""
+def submit(configs, resume=(), engine: str = "local", imports=()) -> Job | None:
+    """Queue a Train (or Import) press for this visitor. A press the queue refuses is said on the page,
+    never dropped in silence; returns the job, or None when refused."""
     try:
-        return job_queue().submit(configs, store_dir(), visitor(), tuple(resume), current_page(), engine)
+        return job_queue().submit(
+            configs, store_dir(), visitor(), tuple(resume), current_page(), engine, tuple(imports)
+        )
     except QueueFull as err:
         show_error(err)
         return None
@@ -156,13 +158,22 @@ def _draw_own_job(queue: JobQueue, job: Job) -> None:
     with st.container(border=True):
         st.markdown(f"**Your job {job.id}**: {_status_line(queue, job)}")
         for name in job.names:
-            event = job.progress.get(name)
-            text = name if event is None else f"{name}: epoch {event.epoch}/{event.epochs}, {event.phase}"
+            text = _progress_text(job, name)
             timing = job.timing(name)
             st.progress(job.fraction_done(name), text=f"{text} · {timing}" if timing else text)
         if job.status == "failed":
             st.error(f"Training stopped: {job.error}")
         _cancel_button(queue, job)
+
+
+def _progress_text(job: Job, name: str) -> str:
+    """ "lora · seed 0: epoch 2/3, train"; an import is evaluated, not trained: "import ./a: evaluate test"."""
+    event = job.progress.get(name)
+    if event is None:
+        return name
+    if name in {request.title for request in job.imports}:
+        return f"{name}: {event.phase}"
+    return f"{name}: epoch {event.epoch}/{event.epochs}, {event.phase}"
 
 
 def _draw_others_job(queue: JobQueue, job: Job) -> None:
@@ -177,7 +188,8 @@ def _status_line(queue: JobQueue, job: Job) -> str:
     if job.status == "waiting":
         return f"{runs}, waiting ({ordinal(queue.place(job))} in line)"
     if job.status == "running":
-        return f"{runs}, training in the background ({job.timing()}): you can switch pages and come back"
+        doing = "importing" if job.imports and not (job.configs or job.resume) else "training"
+        return f"{runs}, {doing} in the background ({job.timing()}): you can switch pages and come back"
     return {"done": f"{runs}, done ({job.timing()})", "failed": f"{runs}, failed", "cancelled": f"{runs}, cancelled"}[
         job.status
     ]

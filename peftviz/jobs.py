@@ -30,6 +30,7 @@ from pathlib import Path
 
 from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError
+from peftviz.exchange.request import ImportRequest
 from peftviz.progress import Progress
 from peftviz.store.runs import Run
 from peftviz.worker import compare_in_process
@@ -50,6 +51,7 @@ class Job:
     origin: str = ""  # the page it was submitted from: where its owner sees it once it has ended
     resume: list[Run] = field(default_factory=list)  # incomplete runs to continue, before the configs
     engine: str = "local"  # the configs one after another in the child ("local"), or each a Ray task ("ray")
+    imports: list[ImportRequest] = field(default_factory=list)  # models to import, after the configs
     id: int = field(default_factory=lambda: next(_ids))
     status: str = "waiting"  # waiting, running, done, failed, cancelled
     error: str = ""
@@ -70,7 +72,8 @@ class Job:
     @property
     def names(self) -> list[str]:
         """The runs' display names, as their Progress events call them."""
-        return [run.config.run_title for run in self.resume] + [config.run_title for config in self.configs]
+        resumed, trained = [run.config.run_title for run in self.resume], [config.run_title for config in self.configs]
+        return resumed + trained + [request.title for request in self.imports]
 
     def record(self, event: Progress) -> None:
         """Keep a run's latest event, and when it started and ended."""
@@ -124,10 +127,12 @@ class JobQueue:
         resume: tuple[Run, ...] = (),
         origin: str = "",
         engine: str = "local",
+        imports: tuple[ImportRequest, ...] = (),
     ) -> Job:
         """Queue a job (it starts at once if a place is free); raises QueueFull when it cannot wait.
-        resume: incomplete runs it continues first (their own settings), as `train --resume`."""
-        job = Job(list(configs), Path(runs_dir), owner, origin, list(resume), engine)
+        resume: incomplete runs it continues first (their own settings), as `train --resume`;
+        imports: models to import (`peftviz.exchange`), after the configs."""
+        job = Job(list(configs), Path(runs_dir), owner, origin, list(resume), engine, list(imports))
         with self._lock:
             self._check_room(owner)
             self._check_not_queued(job.resume)
@@ -217,7 +222,7 @@ def train_in_process(job: Job) -> list[Run]:
             stop()
 
     resumed = [run.path for run in job.resume]
-    return compare_in_process(job.configs, job.runs_dir, job.record, resumed, stoppable, job.engine)
+    return compare_in_process(job.configs, job.runs_dir, job.record, resumed, stoppable, job.engine, job.imports)
 
 
 def clock(seconds: float) -> str:

@@ -88,7 +88,7 @@ class PeftClassifier(nn.Module):
         hidden = hidden.last_hidden_state  # (B, j + T, D)
         text = hidden[:, n_prefix:]  # (B, T, D)
         if self.pooling == "cls":
-            pooled = text[:, 0]
+            pooled = hidden[:, self.method.pooled_position]  # the text's first token, unless the method says
         else:
             weights = attention_mask.unsqueeze(-1).to(text.dtype)  # (B, T, 1)
             pooled = (text * weights).sum(1) / weights.sum(1).clamp_min(1)

@@ -41,6 +41,8 @@ def group_row(group: Group) -> dict:
 def trained_by(run: Run) -> str | None:
     """The engine and node of each attempt at the run: "ray on node-3", then ", resumed at epoch 2 by local on
     vm" for each resume (`sweep`); None for runs from before attempts were recorded."""
+    if run.imported:  # evaluated, not trained, here
+        return f"imported ({run.imported['kind']}) from {run.imported['source']}"
     attempts = run.record.get("attempts") or []
     if not attempts:
         return None

@@ -59,9 +59,9 @@ def attempt(sweep_engine: str, from_epoch: int) -> dict:
     return {"engine": sweep_engine, "node": platform.node(), "started": created_now(), "from_epoch": from_epoch}
 
 
-def environment(engine: Engine) -> dict:
-    packages = ("torch", "transformers", "accelerate", "datasets", "numpy", "scikit-learn", "netcal")
-    device = engine.device
+def environment(device: torch.device, processes: int = 1, backend: str | None = None) -> dict:
+    """What config.json records of where a run was made: time, Python, packages, device, processes."""
+    packages = ("torch", "transformers", "accelerate", "datasets", "numpy", "scikit-learn", "netcal", "peft")
     return {
         "created": created_now(),
         "python": platform.python_version(),
@@ -69,8 +69,8 @@ def environment(engine: Engine) -> dict:
         "packages": {name: version(name) for name in packages},
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-        "processes": engine.processes,
-        "distributed_backend": engine.backend,
+        "processes": processes,
+        "distributed_backend": backend,
         "torch_threads": torch.get_num_threads(),
     }
 
@@ -164,7 +164,7 @@ class Trainer:
         recorded = {
             "label_names": data.label_names,
             "parameters": model.parameter_counts(),
-            "environment": environment(self.engine),
+            "environment": environment(self.engine.device, self.engine.processes, self.engine.backend),
             "data_sha256": data_sha256(config.dataset),  # a page can tell when the data changed since
             "attempts": [attempt(self.sweep_engine, 0)],
         }

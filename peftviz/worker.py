@@ -53,11 +53,13 @@ def compare_in_process(
     resume=(),
     stoppable: Callable | None = None,
     engine: str = "local",
+    imports=(),
 ) -> list:
     """Continue the incomplete runs `resume` (their folders), then `train.compare(configs, runs_dir,
-    progress)`, in a child process; returns the runs. `stoppable(stop)` is handed a function that
-    stops the child (a cancelled job): its run is left incomplete, as a killed run. With engine "ray"
-    the configs train as a sweep on Ray (`sweep_on_ray`), each run one task.
+    progress)`, then import the models `imports` (ImportRequests), in a child process; returns the
+    runs. `stoppable(stop)` is handed a function that stops the child (a cancelled job): its run is
+    left incomplete, as a killed run. With engine "ray" the configs train as a sweep on Ray
+    (`sweep_on_ray`), each run one task.
 
     Raises the PeftvizError the child raised (its class and first line), or a TrainingError if
     the child died without a word (killed, out of memory).
@@ -68,6 +70,7 @@ def compare_in_process(
             "runs_dir": str(runs_dir),
             "resume": list(map(str, resume)),
             "engine": engine,
+            "imports": [request.to_dict() for request in imports],
         }
     )
     child = subprocess.Popen(
@@ -152,6 +155,13 @@ def sweep_on_ray(configs: list[TrainConfig], runs_dir: Path, report) -> list:
     return [outcome.run for outcome in outcomes]
 
 
+def _import(values: dict, runs_dir: Path, report):
+    from peftviz.exchange.imports import import_model
+    from peftviz.exchange.request import ImportRequest
+
+    return import_model(ImportRequest.from_dict(values), runs_dir, report)
+
+
 def main(parent: int) -> None:
     """The child: read settings from stdin, train, answer on the stdout it was given."""
     channel = os.fdopen(os.dup(1), "w")
@@ -172,6 +182,7 @@ def main(parent: int) -> None:
             runs += sweep_on_ray(configs, Path(settings["runs_dir"]), report)
         elif configs:
             runs += compare(configs, Path(settings["runs_dir"]), report)
+        runs += [_import(values, Path(settings["runs_dir"]), report) for values in settings.get("imports", [])]
         _answer(channel, {"runs": [str(run.path) for run in runs]})
     except PeftvizError as err:
         first_line = str(err).splitlines()[0] if str(err) else type(err).__name__

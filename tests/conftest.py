@@ -8,6 +8,18 @@ import pytest
 from tests.helpers import BERT_FAMILIES, FAMILIES
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread: tiny models run many times faster than on two threads contending for a busy
+    machine's cores, and float sums keep one order (a Ray task has one thread)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(params=FAMILIES)
 def family(request):
     """Every family-parametrised test runs on a tiny BERT, a tiny RoBERTa and a tiny Longformer."""

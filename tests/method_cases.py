@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+FAMILIES = ("bert", "roberta", "longformer")
+
 ALL = "all"  # `unfrozen` of a method that trains the whole backbone
 
 
@@ -45,6 +47,7 @@ class MethodCase:
     unfrozen: Callable[[Sizes], int] | str = lambda s: 0
     prefix_keys: int = 0  # keys every query attends to before the text's (recorded attention)
     prefix_queries: int = 0  # positions prepended to the sequence (`n_prefix_queries`)
+    families: tuple[str, ...] = FAMILIES  # the encoder families the options apply to
 
     def __str__(self) -> str:
         return self.id
@@ -75,6 +78,8 @@ METHOD_CASES = [
     MethodCase("prefix-tuning-mlp", "prefix-tuning", {"prefix_length": J, "reparameterize": True, "mlp_hidden": MLP},
                # embedding (j × D) + Linear(D, mlp) + Linear(mlp, 2·L·D)
                lambda s: J * s.D + (s.D * MLP + MLP) + (MLP * 2 * s.L * s.D + 2 * s.L * s.D), prefix_keys=J),
+    MethodCase("prefix-tuning-peft-layout", "prefix-tuning", {"prefix_length": J, "layout": "peft"},
+               lambda s: 2 * J * s.L * s.D, prefix_keys=J, families=("bert", "roberta")),
     MethodCase("prefix-propagation", "prefix-propagation", {"prefix_length": J},
                lambda s: J * s.L * s.D, prefix_keys=J, prefix_queries=J),
     MethodCase("kernel-alpha-trained", "kernel-prefix-propagation", {"prefix_length": J, "alpha_trainable": True},
@@ -100,6 +105,8 @@ METHOD_CASES = [
                lambda s: N * s.D, prefix_keys=N, prefix_queries=N),
     MethodCase("prompt-tuning-random", "prompt-tuning", {"prompt_length": 1, "init": "random"},
                lambda s: s.D, prefix_keys=1, prefix_queries=1),
+    MethodCase("prompt-tuning-peft-layout", "prompt-tuning", {"prompt_length": N, "layout": "peft"},
+               lambda s: N * s.D, prefix_keys=N, prefix_queries=N, families=("bert", "roberta")),
     MethodCase("bitfit", "bitfit", {}, unfrozen=bitfit_all),
     MethodCase("bitfit-query-intermediate", "bitfit", {"biases": "query_and_intermediate"},
                unfrozen=lambda s: s.L * (s.D + s.F + (s.D if s.longformer else 0))),  # b_q (+ global b_q), b_m2

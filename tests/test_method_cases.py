@@ -8,21 +8,24 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from peftviz import METHODS, build_classifier, tiny_encoder
+from peftviz.errors import ConfigError
 from peftviz.longformer import row_sums
 from tests.helpers import padded_batch, tiny_classifier
 from tests.method_cases import ALL, METHOD_CASES, Sizes
 
 C = 3  # labels
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models
 cases = pytest.mark.parametrize("case", METHOD_CASES, ids=str)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models: one thread is many times faster than two contending for a busy machine's cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+@pytest.fixture(autouse=True)
+def only_where_the_case_applies(request):
+    """A case whose options are for some encoder families (layout=peft: BERT and RoBERTa) skips the others."""
+    params = getattr(request.node, "callspec", None)
+    params = params.params if params else {}
+    family = params.get("family") or params.get("bert_family")
+    if "case" in params and family and family not in params["case"].families:
+        pytest.skip(f"{params['case']} is for {', '.join(params['case'].families)}")
 
 
 def test_every_registered_method_has_a_case():
@@ -175,3 +178,21 @@ def test_lora_targets_must_name_modules_of_the_encoder():
     assert counts["method"] == sizes.L * 4 * (2 * 2 * sizes.D)
     with pytest.raises(ValueError, match="named 'query_global'"):
         tiny_classifier("lora", "bert", **options)
+
+
+@pytest.mark.parametrize("method", ["prefix-tuning", "prompt-tuning"])
+def test_the_peft_layout_is_refused_on_a_longformer(method):
+    with pytest.raises(ConfigError, match="layout=peft is for BERT and RoBERTa encoders, not longformer"):
+        tiny_classifier(method, "longformer", layout="peft")
+
+
+@pytest.mark.parametrize("method, length", [("prefix-tuning", "prefix_length"), ("prompt-tuning", "prompt_length")])
+def test_the_peft_layout_needs_positions_for_its_slots_as_well(method, length):
+    """peft's layout numbers the text after the j slots (prefix) or embeds the n prompt tokens at 0 … n-1."""
+    from peftviz.backbones import max_tokens
+
+    encoder = tiny_encoder("bert")
+    fits = max_tokens(encoder) - 4
+    build_classifier(tiny_encoder("bert"), method, C, {length: 4, "layout": "peft"}, max_length=fits)
+    with pytest.raises(ConfigError, match=rf"max_length {fits + 1} \(\+ 4 positions of the method\) is beyond"):
+        build_classifier(encoder, method, C, {length: 4, "layout": "peft"}, max_length=fits + 1)

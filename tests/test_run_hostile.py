@@ -44,6 +44,14 @@ BAD_RECORDS = {  # folder -> (what config.json records instead, the listing's re
         {"attempts": [{"engine": "ray", "node": "n1", "started": "2026-11-24", "from_epoch": -1}]},
         "config.json: attempts[1].from_epoch must be at least 0, not -1",
     ),
+    "imported-kind": (
+        {"imported": {"kind": "pickle", "source": "x", "revision": None, "files": {}, "labels": "by name"}},
+        'config.json: imported.kind must be one of peft-adapter, hf-classifier, peftviz, not "pickle"',
+    ),
+    "imported-hash": (
+        {"imported": {"kind": "peftviz", "source": "x", "revision": None, "files": {"a.json": "beef"}, "labels": "x"}},
+        'config.json: imported.files["a.json"] must be 64 hex digits, not "beef"',
+    ),
 }
 
 

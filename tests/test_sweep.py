@@ -12,7 +12,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-import torch
 
 from peftviz.config import comparison, comparison_methods, over_seeds
 from peftviz.errors import PeftvizError
@@ -50,15 +49,6 @@ def local_ray():
              runtime_env={"env_vars": {"PYTHONPATH": child_python_path()}})  # fmt: skip
     yield
     ray.shutdown()
-
-
-@pytest.fixture
-def one_thread():
-    """The local engine with the one thread each Ray task has: float sums in the same order, the same bits."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_four_runs_on_ray_are_bit_identical_to_the_same_runs_trained_here(local_ray, one_thread, tmp_path):

@@ -81,6 +81,11 @@ def alpha_grid_method() -> type[PeftMethod]:
     return next(METHODS[name] for name in METHODS if METHODS[name].alpha_grid)
 
 
+def backbone_method() -> type[PeftMethod]:
+    """The method that trains the whole encoder: what a fine-tuned classifier imported from elsewhere is a run of."""
+    return next(METHODS[name] for name in METHODS if METHODS[name].trains_backbone)
+
+
 def describe_methods() -> list[dict]:
     """One row per method: its name, what it is (its module's first line), and its options with help."""
     rows = []

@@ -13,7 +13,11 @@ What a method tells the rest of peftviz (class attributes and methods below):
   the encoder with max_length);
 - the analyses: `prefix_keys` (λ(C) and the prefix-mass grid apply), `n_prefix_queries` (prefix
   positions), `alpha_sweep_method` (the α sweep applies), `averages_heads` (the heads page applies),
-  `attention_note` (what the Attention page should say about it).
+  `attention_note` (what the Attention page should say about it);
+- exchange with Hugging Face peft (`peftviz.exchange`): `peft_type` (None: peft has no such method),
+  `peft_config()` (its options as peft's config takes them), `options_from_peft(adapter_config)`,
+  and for prompt learning `peft_prompt()` / `prompt_state(prompt_embeddings)`, the tensor peft
+  stores. Tensors a method injects into the encoder (LoRA's, IA3's) carry over by name.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from torch import nn
+from torch import Tensor, nn
 
 from peftviz.attention_function import AttentionContext
+from peftviz.errors import ConfigError
 from peftviz.options import Options
 
 if TYPE_CHECKING:
@@ -62,6 +67,9 @@ class PeftMethod(nn.Module):
     alpha_grid: ClassVar[tuple[float, ...]] = ()  # the α values `alpha-grid` trains it at (kernel form)
     averages_heads: ClassVar[bool] = False  # multi-head adapters averaged after training (tiny-attention)
     attention_note: ClassVar[str] = ""  # one sentence the Attention page shows for this method's runs
+    # Hugging Face peft's PeftType of the same method, where peft has it: `export` writes such runs as
+    # peft adapters, and `import` reads peft adapters of that type as runs of this method
+    peft_type: ClassVar[str | None] = None
 
     def __init__(self, config: MethodConfig, encoder_config):
         super().__init__()
@@ -84,6 +92,11 @@ class PeftMethod(nn.Module):
         """Positions the method prepends to the sequence; the classifier extends the padding mask by
         these and pools after them (prefix-propagation's prefixes, prompt tuning's soft prompt)."""
         return 0
+
+    @property
+    def pooled_position(self) -> int:
+        """The position the head reads with pooling "cls": the text's first token, after the prefix positions."""
+        return self.n_prefix_queries
 
     def attach(self, encoder) -> None:
         """Register hooks on `encoder` (or inject layers into it). The default changes nothing."""
@@ -137,6 +150,27 @@ class PeftMethod(nn.Module):
     def alpha_trains(cls, options: MethodConfig) -> bool:
         """Whether α is a trained parameter (then `method.log_alpha` in the params holds it per layer)."""
         return False
+
+    def peft_config(self) -> dict:
+        """This method's options as peft's config of `peft_type` takes them (the task, the head and the
+        base aside); ConfigError where these options have no exact peft form."""
+        raise ConfigError(f"{self.name} has no Hugging Face peft form")
+
+    def peft_prompt(self) -> Tensor | None:
+        """What peft stores as `prompt_embeddings` (prompt learning), or None: the method's tensors are
+        in the encoder and carry over by name."""
+        return None
+
+    @classmethod
+    def options_from_peft(cls, adapter: dict) -> dict:
+        """The method's options for a peft adapter_config.json of `peft_type`; ConfigError (one line)
+        for a feature the method does not have."""
+        raise ConfigError(f"{cls.name} has no Hugging Face peft form")
+
+    @classmethod
+    def prompt_state(cls, embeddings: Tensor) -> dict[str, Tensor]:
+        """peftviz's tensors (state-dict names) holding peft's `prompt_embeddings`."""
+        return {}
 
     def extra_repr(self) -> str:
         return f"{self.name}: {self.config}"

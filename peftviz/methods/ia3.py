@@ -19,6 +19,9 @@ l_k, l_v (D each), one on the input of the attention output projection (D) and l
 targets="paper" is the paper's three, l_k, l_v and l_ff. peft has no mapping for the Longformer,
 whose layers carry the same names: the same targets are used, "key"/"value" being its
 sliding-window projections (the global tokens' key_global/value_global are not scaled).
+
+Exchange with peft (`export`, `import`): both targets are IA3Config settings, passed as they are;
+an adapter is read as the one of them its target_modules and feedforward_modules equal.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from typing import Literal
 
 from peft import IA3Config, inject_adapter_in_model
 
+from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
-from peftviz.methods.lora import PeftInjection
+from peftviz.methods.lora import PeftInjection, refuse_unsupported
 from peftviz.options import option
 
 # targets -> (target_modules, feedforward_modules) as IA3Config takes them
@@ -60,6 +64,7 @@ class IA3(PeftMethod):
 
     config_class = IA3MethodConfig
     from_the_papers = False
+    peft_type = "IA3"
     no_weight_decay = ("ia3_l",)  # scalings start at 1: decay would pull them towards 0, not to the identity
     # the presets' default rate suits it (Liu et al. train T0 at 3e-3, with Adafactor, for many more steps)
 
@@ -68,3 +73,26 @@ class IA3(PeftMethod):
         peft_config = IA3Config(target_modules=target_modules, feedforward_modules=feedforward_modules)
         inject_adapter_in_model(peft_config, encoder)  # freezes everything but the new ia3_l vectors
         self._hooks.append(PeftInjection(encoder))
+
+    def peft_config(self) -> dict:
+        target_modules, feedforward_modules = IA3_TARGETS[self.config.targets]
+        return {"target_modules": target_modules, "feedforward_modules": feedforward_modules}
+
+    @classmethod
+    def options_from_peft(cls, adapter: dict) -> dict:
+        refuse_unsupported(adapter, IA3Config, ("fan_in_fan_out", "exclude_modules"), cls.name)
+        found = [adapter.get("target_modules"), adapter.get("feedforward_modules")]
+        for name, targets in IA3_TARGETS.items():
+            if all(_same_targets(a, b) for a, b in zip(found, targets)):
+                return {"targets": name}
+        raise ConfigError(
+            f"the ia3 adapter targets {found[0]} (feed-forward {found[1]}); peftviz's IA3 targets "
+            f"{' or '.join(f'{t[0]} (feed-forward {t[1]})' for t in IA3_TARGETS.values())}"
+        )
+
+
+def _same_targets(found, expected) -> bool:
+    """peft stores a list of names as a list in any order, a pattern as its string."""
+    if isinstance(expected, list):
+        return isinstance(found, list) and set(found) == set(expected)
+    return found == expected

@@ -20,6 +20,12 @@ reads, and any prefix positions) use query_global/key_global/value_global, which
 Merging B A into W after training (peft's `merge`) would make inference free; peftviz keeps the
 layers unmerged, so the trained A, B are what a run stores.
 
+Exchange with peft (`export`, `import`): the options map one to one onto a LoraConfig, and the
+A, B matrices keep their names. "all-linear" is exported as the regular expression of the
+encoder layers' linear maps (ALL_LINEAR_PATTERN), since peft's "all-linear" on a whole classifier
+would also adapt BERT's pooler. Adapters using what this LoRA lacks (DoRA, rsLoRA, per-layer
+ranks, LoRA biases, ...) are refused by name.
+
 Bounds of the options: r from 1 to MAX_RANK = 1024 (Hu et al. use 1 to 64; a rank beyond the
 hidden size, 1024 for the largest supported encoders, adds parameters and no expressiveness);
 α from 1 to MAX_LORA_ALPHA = 4096 (peft takes an int; 4096 is a scale α / r of 4096 at r = 1);
@@ -28,7 +34,7 @@ dropout in [0, 1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar, Literal
 
 from peft import LoraConfig, inject_adapter_in_model
@@ -39,6 +45,15 @@ from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.options import option
 
 ALL_LINEAR = "all-linear"  # peft's shorthand: every nn.Linear of the encoder
+# the same on a classifier's encoder layers only (peft fully matches a string target against module names)
+ALL_LINEAR_PATTERN = (
+    r".*\.encoder\.layer\.\d+\.(attention\.self\.(query|key|value)(_global)?|attention\.output\.dense"
+    r"|intermediate\.dense|output\.dense)"
+)
+# LoraConfig fields whose non-default values change the computation in ways this LoRA does not
+UNSUPPORTED_LORA = ("use_dora", "use_rslora", "rank_pattern", "alpha_pattern", "layers_to_transform",
+                    "layers_pattern", "fan_in_fan_out", "layer_replication", "bias", "lora_bias", "exclude_modules",
+                    "trainable_token_indices", "target_parameters", "use_qalora", "megatron_config")  # fmt: skip
 
 
 MAX_RANK = 1024
@@ -72,6 +87,18 @@ class LoraMethodConfig(MethodConfig):
     def peft_targets(self) -> str | list[str]:
         """What LoraConfig.target_modules receives: "all-linear", or the list of name suffixes."""
         return ALL_LINEAR if self.target_modules == ALL_LINEAR else self.target_modules.split(",")
+
+
+def refuse_unsupported(adapter: dict, peft_config_class, names: tuple[str, ...], method: str) -> None:
+    """ConfigError naming the first of `names` set in `adapter` (an adapter_config.json) to other than
+    peft's default: a feature the method does not have."""
+    defaults = {f.name: f.default for f in fields(peft_config_class)} | {
+        f.name: f.default_factory() for f in fields(peft_config_class) if callable(f.default_factory)
+    }
+    for name in names:
+        value = adapter.get(name, defaults.get(name))
+        if value not in (defaults.get(name), None, {}, [], False):
+            raise ConfigError(f"the {method} adapter sets {name}={value!r}, which peftviz's {method} does not have")
 
 
 def check_targets(encoder, targets: str | list[str], method: str) -> None:
@@ -115,6 +142,7 @@ class LoRA(PeftMethod):
 
     config_class = LoraMethodConfig
     from_the_papers = False
+    peft_type = "LORA"
     # Hu et al. train RoBERTa-base at 4e-4 … 5e-4 for 30–80 epochs; three short epochs need more
     learning_rates: ClassVar[dict[str, float]] = {"quick": 2e-3, "quick-long": 2e-3, "paper": 5e-4}
 
@@ -131,3 +159,40 @@ class LoRA(PeftMethod):
         )
         inject_adapter_in_model(peft_config, encoder)  # freezes everything but the new lora_A / lora_B
         self._hooks.append(PeftInjection(encoder))
+
+    def peft_config(self) -> dict:
+        config: LoraMethodConfig = self.config
+        targets = config.peft_targets()
+        return {
+            "r": config.r,
+            "lora_alpha": config.lora_alpha,
+            "lora_dropout": config.lora_dropout,
+            "target_modules": ALL_LINEAR_PATTERN if targets == ALL_LINEAR else targets,
+            "bias": "none",
+        }
+
+    @classmethod
+    def options_from_peft(cls, adapter: dict) -> dict:
+        refuse_unsupported(adapter, LoraConfig, UNSUPPORTED_LORA, cls.name)
+        alpha = adapter.get("lora_alpha", 8)
+        if alpha != int(alpha):
+            raise ConfigError(f"the lora adapter's lora_alpha is {alpha}; peftviz's LoRA takes whole numbers")
+        return {
+            "r": adapter.get("r", 8),
+            "lora_alpha": int(alpha),
+            "lora_dropout": adapter.get("lora_dropout", 0.0),
+            "target_modules": lora_targets(adapter.get("target_modules")),
+        }
+
+
+def lora_targets(targets) -> str:
+    """An adapter_config.json's target_modules as the choice of LoraMethodConfig.target_modules it equals."""
+    if targets in (ALL_LINEAR, ALL_LINEAR_PATTERN):
+        return ALL_LINEAR
+    choices = LoraMethodConfig.choices()["target_modules"]
+    if isinstance(targets, list):
+        for choice in choices:
+            if choice != ALL_LINEAR and set(choice.split(",")) == set(targets):
+                return choice
+    shown = targets if isinstance(targets, str) else ",".join(sorted(targets or []))
+    raise ConfigError(f"the lora adapter targets {shown}; peftviz's LoRA targets one of: {', '.join(choices)}")

@@ -3,23 +3,38 @@
 Prefix-propagation paper, eq. 2:
     H_{l,i} = Attn(C W_q, cat(P_k^(l,i), C W_k), cat(P_v^(l,i), C W_v))
 Every query attends to j extra keys/values per layer; the prefixes have no queries and the text
-positions are not shifted. Only the prefixes and the head train.
+positions are not shifted (layout="paper"). Only the prefixes and the head train.
+
+layout="peft" numbers the text's positions after the j prefix slots (j, j + 1, ...), as Hugging
+Face peft and P-tuning v2's code do (they pass the prefixes as past_key_values, which transformers
+counts as earlier positions): a run meant for `export` as a peft adapter trains so, and an
+imported peft adapter is evaluated so. peft stores the (j, 2·L·D) matrix itself (its
+`prompt_embeddings`), in the same order (slot, layer, key/value, head, d), so the parameters
+carry over unchanged; with reparameterize the MLP's output is what is exported. BERT and RoBERTa
+only: peft's prefix tuning needs past_key_values, which the Longformer does not take.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from torch import nn
+from torch import Tensor, nn
 
 from peftviz.attention_function import AttentionContext
+from peftviz.errors import ConfigError
 from peftviz.methods.base import PeftMethod
 from peftviz.methods.prefix_params import PrefixConfig, prefix_encoder
+from peftviz.options import option
 
 
 @dataclass
 class PrefixTuningConfig(PrefixConfig):
-    """Options of prefix-tuning."""
+    layout: Literal["paper", "peft"] = option(
+        "paper",
+        "paper: the text's positions numbered from 0 (eq. 2); peft: numbered after the j prefix slots, as Hugging "
+        "Face peft and P-tuning v2's code do: needed to export the run as a peft adapter (BERT and RoBERTa)",
+    )
 
 
 class PrefixTuning(PeftMethod):
@@ -30,6 +45,7 @@ class PrefixTuning(PeftMethod):
 
     config_class = PrefixTuningConfig
     prefix_keys = True
+    peft_type = "PREFIX_TUNING"
 
     def __init__(self, config: PrefixTuningConfig, encoder_config):
         super().__init__(config, encoder_config)
@@ -45,3 +61,39 @@ class PrefixTuning(PeftMethod):
         keys, values = kv.unbind(2)  # (B, L, H, j, d) each
         prefix_kv = list(zip(keys.unbind(1), values.unbind(1)))  # per layer (B, H, j, d) keys, values
         return AttentionContext(prefix_kv=prefix_kv, n_prefix_keys=j, record=record)
+
+    @property
+    def added_positions(self) -> int:
+        return self.config.prefix_length if self.config.layout == "peft" else 0  # the text starts at position j
+
+    def attach(self, encoder) -> None:
+        if self.config.layout == "peft":
+            check_peft_layout(encoder, self.name)
+            self._hooks.append(encoder.embeddings.register_forward_pre_hook(self._shift_positions, with_kwargs=True))
+
+    def _shift_positions(self, module, args, kwargs):
+        return args, {**kwargs, "past_key_values_length": self.config.prefix_length}  # text from position j
+
+    def peft_config(self) -> dict:
+        if self.config.layout != "peft":
+            raise ConfigError(
+                f"{self.name}: layout={self.config.layout!r} has no exact peft form: train with layout=peft"
+            )
+        return {"num_virtual_tokens": self.config.prefix_length, "prefix_projection": False}
+
+    def peft_prompt(self) -> Tensor:
+        return self.prefix().detach()  # (j, 2·L·D): peft's prompt_embeddings
+
+    @classmethod
+    def options_from_peft(cls, adapter: dict) -> dict:
+        return {"prefix_length": adapter["num_virtual_tokens"], "prefix_dropout": 0.0, "layout": "peft"}
+
+    @classmethod
+    def prompt_state(cls, embeddings: Tensor) -> dict[str, Tensor]:
+        return {"method.prefix.embedding.weight": embeddings}
+
+
+def check_peft_layout(encoder, method: str) -> None:
+    """layout=peft changes how a BERT-style embedding layer numbers positions: refuse other encoders."""
+    if getattr(encoder.config, "model_type", None) not in ("bert", "roberta"):
+        raise ConfigError(f"{method}: layout=peft is for BERT and RoBERTa encoders, not {encoder.config.model_type}")

@@ -27,9 +27,18 @@ additive padding bias and its pooling after the prefix), and does not fit peftvi
 which takes no inputs_embeds. The method is therefore this small module; the init mirrors
 peft's `PromptEmbedding` (SAMPLE_VOCAB / RANDOM).
 
+layout="peft" is Hugging Face peft's prompt tuning, for runs meant for `export` and for imported
+peft adapters: P lives in the word-embedding space and goes through the embedding layer with
+the text, D^(1) = Embed(cat(P, word embeddings of C)), so the prompt takes positions 0 … n−1
+(and the token-type and LayerNorm of the embedding layer) and the text is shifted by n; and the
+head reads the first prompt position, as BERT's pooler and RoBERTa's head read position 0 of
+what peft feeds them. sample-vocab then starts P at the raw word embeddings of the drawn tokens
+(peft's SAMPLE_VOCAB). BERT and RoBERTa only.
+
 Bounds: n from 1 to MAX_PROMPT_LENGTH = 1024 (Lester et al. try 1 to 150; 1024 is twice a BERT's
 whole input), refused before the (n × D) prompt is allocated. The prompt positions enter after the
-embedding layer, so they take no position embeddings: `max_length` alone must fit the encoder.
+embedding layer, so they take no position embeddings: `max_length` alone must fit the encoder
+(with layout="peft", max_length + n must).
 """
 
 from __future__ import annotations
@@ -38,11 +47,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from peftviz.attention_function import AttentionContext
 from peftviz.backbones import encoder_layers
+from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.methods.prefix_tuning import check_peft_layout
 from peftviz.options import option
 
 MAX_PROMPT_LENGTH = 1024
@@ -61,6 +72,13 @@ class PromptTuningConfig(MethodConfig):
         "sample-vocab: embedded tokens drawn from the vocabulary (Lester et al.; peft's SAMPLE_VOCAB); "
         "random: U(-0.5, 0.5)",
     )
+    layout: Literal["paper", "peft"] = option(
+        "paper",
+        "paper: the prompt enters after the embedding layer, the text keeps positions 0, 1, ... and the head reads "
+        "its first token; peft: as Hugging Face peft, the prompt is fed through the embedding layer at positions "
+        "0 … n-1 with the text after it, and the head reads the first prompt position: needed to export the run "
+        "as a peft adapter (BERT and RoBERTa)",
+    )
 
 
 class PromptTuning(PeftMethod):
@@ -72,6 +90,7 @@ class PromptTuning(PeftMethod):
     config_class = PromptTuningConfig
     from_the_papers = False
     prefix_keys = True
+    peft_type = "PROMPT_TUNING"
     # the presets' default rate suits it, as it suits the prefixes (Lester et al. train T5's prompts
     # at 0.3, with Adafactor)
 
@@ -83,13 +102,27 @@ class PromptTuning(PeftMethod):
     def n_prefix_queries(self) -> int:
         return self.config.prompt_length
 
+    @property
+    def added_positions(self) -> int:
+        return self.config.prompt_length if self.config.layout == "peft" else 0  # the prompt takes 0 … n-1
+
+    @property
+    def pooled_position(self) -> int:
+        return 0 if self.config.layout == "peft" else self.config.prompt_length
+
     def new_context(self, batch_size: int, record: bool = False) -> AttentionContext:
         return AttentionContext(n_prefix_keys=self.config.prompt_length, record=record)
 
     def attach(self, encoder) -> None:
+        if self.config.layout == "peft":
+            check_peft_layout(encoder, self.name)
         if self.config.init == "sample-vocab":
             self._init_from_vocabulary(encoder)
-        self._hooks.append(encoder_layers(encoder)[0].register_forward_pre_hook(self._prepend, with_kwargs=True))
+        if self.config.layout == "peft":
+            hook = encoder.embeddings.register_forward_pre_hook(self._embed_with_prompt, with_kwargs=True)
+        else:
+            hook = encoder_layers(encoder)[0].register_forward_pre_hook(self._prepend, with_kwargs=True)
+        self._hooks.append(hook)
 
     @torch.no_grad()
     def _init_from_vocabulary(self, encoder) -> None:
@@ -100,6 +133,9 @@ class PromptTuning(PeftMethod):
         # embedding layer is: the encoder may already be on the GPU while the prompt is not yet
         ids = torch.randint(0, vocab_size, (1, self.config.prompt_length))
         ids = ids.to(embeddings.word_embeddings.weight.device)
+        if self.config.layout == "peft":  # peft's SAMPLE_VOCAB: the raw word embeddings
+            self.prompt.copy_(embeddings.word_embeddings(ids)[0].to(self.prompt.dtype))
+            return
         was_training = embeddings.training
         embeddings.eval()  # no dropout in the initial values
         try:
@@ -114,3 +150,29 @@ class PromptTuning(PeftMethod):
         hidden, *rest = args
         prompt = self.prompt.to(hidden.dtype).unsqueeze(0).expand(hidden.shape[0], -1, -1)  # (B, n, D)
         return (torch.cat([prompt, hidden], dim=1), *rest), kwargs  # (B, n + T, D): cat(P, C)
+
+    def _embed_with_prompt(self, module, args, kwargs):
+        ids = kwargs.get("input_ids")
+        if ids is None:  # already embedded by someone else: nothing to prepend to
+            return None
+        words = module.word_embeddings(ids)  # (B, T, D)
+        prompt = self.prompt.to(words.dtype).unsqueeze(0).expand(ids.shape[0], -1, -1)  # (B, n, D)
+        return args, {**kwargs, "input_ids": None, "inputs_embeds": torch.cat([prompt, words], dim=1)}  # (B, n + T, D)
+
+    def peft_config(self) -> dict:
+        if self.config.layout != "peft":
+            raise ConfigError(
+                f"{self.name}: layout={self.config.layout!r} has no exact peft form: train with layout=peft"
+            )
+        return {"num_virtual_tokens": self.config.prompt_length}
+
+    def peft_prompt(self) -> Tensor:
+        return self.prompt.detach()  # (n, D): peft's prompt_embeddings
+
+    @classmethod
+    def options_from_peft(cls, adapter: dict) -> dict:
+        return {"prompt_length": adapter["num_virtual_tokens"], "init": "random", "layout": "peft"}
+
+    @classmethod
+    def prompt_state(cls, embeddings: Tensor) -> dict[str, Tensor]:
+        return {"method.prompt": embeddings}

@@ -108,9 +108,15 @@ class Run:
         return str(environment.get("created", "")) if isinstance(environment, dict) else ""
 
     @property
+    def imported(self) -> dict | None:
+        """Where an evaluation-only run's model came from (`peftviz.exchange`); None for a run peftviz trained."""
+        return self.record.get("imported")
+
+    @property
     def group_key(self) -> str:
-        """Equal for runs whose settings differ only in the training seed (see `group_runs`)."""
-        return group_key(self.config)
+        """Equal for runs whose settings differ only in the training seed (see `group_runs`); imported
+        runs group with imported runs only."""
+        return group_key(self.config, imported=bool(self.imported))
 
     @property
     def params_path(self) -> Path:
@@ -155,10 +161,13 @@ class Run:
 # ---------------------------------------------------------------- groups of seeds
 
 
-def group_key(config: TrainConfig) -> str:
+def group_key(config: TrainConfig, imported: bool = False) -> str:
     """A short hash of every setting but the training seed and the method's links to other runs (the
-    one-head run a four-head tiny-attention run starts from is another run at each seed)."""
+    one-head run a four-head tiny-attention run starts from is another run at each seed), and of
+    whether the run was imported (evaluated, not trained, with these settings)."""
     settings = config.to_dict()
+    if imported:
+        settings["imported"] = True
     del settings["seed"]
     links = config.method_class.run_links
     settings["method_options"] = {k: v for k, v in config.method_options.items() if k not in links}

@@ -8,7 +8,8 @@ within its limit, npz and safetensors headers against the file's size) and check
 
     config.json         a TrainConfig (`TrainConfig.from_stored` checks each setting) plus the record:
                         label_names (>= 2 distinct strings), parameters (name -> count <= MAX_COUNT),
-                        environment (an object), data_sha256 (64 hex digits or null; optional)
+                        environment (an object), data_sha256 (64 hex digits or null; optional),
+                        attempts (who trained it), imported (an evaluation-only run's origin; optional)
     metrics.jsonl       one object per line: epoch (1, 2, ... in order), every other value a number
     summary.json        status "complete" or "failed"; error (text); params_epoch (the epoch the
                         parameters belong to); test and other evaluations (name -> number)
@@ -103,6 +104,19 @@ def mapping(value, file: str, field: str) -> dict:
     return value
 
 
+def one_of(value, choices: tuple[str, ...], file: str, field: str) -> str:
+    if value not in choices:
+        raise Corrupt(file, f"{field} must be one of {', '.join(choices)}, not {_shown(value)}")
+    return value
+
+
+def texts(record: dict, names: tuple[str, ...], file: str, field: str) -> None:
+    """record[name] is text for each of `names`."""
+    for name in names:
+        if not isinstance(record.get(name), str):
+            raise Corrupt(file, f"{field}.{name} must be text, not {_shown(record.get(name))}")
+
+
 def each_value(value, file: str, field: str, check) -> dict:
     """An object whose every value passes `check` (`number`, `integer`), each named `<field>.<name>`."""
     for name, item in mapping(value, file, field).items():
@@ -177,14 +191,28 @@ def _attempts(attempts, file: str, field: str) -> None:
     for index, attempt in enumerate(attempts, start=1):
         where = f"{field}[{index}]"
         mapping(attempt, file, where)
-        if attempt.get("engine") not in ENGINES:
-            raise Corrupt(
-                file, f"{where}.engine must be one of {', '.join(ENGINES)}, not {_shown(attempt.get('engine'))}"
-            )
-        for name in ("node", "started"):
-            if not isinstance(attempt.get(name), str):
-                raise Corrupt(file, f"{where}.{name} must be text, not {_shown(attempt.get(name))}")
+        one_of(attempt.get("engine"), ENGINES, file, f"{where}.engine")
+        texts(attempt, ("node", "started"), file, where)
         integer(attempt.get("from_epoch"), file, f"{where}.from_epoch")
+
+
+IMPORT_KINDS = ("peft-adapter", "hf-classifier", "peftviz")  # where an imported run's model came from
+
+
+def _imported(imported, file: str, field: str) -> None:
+    """An evaluation-only run's origin (`peftviz.exchange`): kind, source, revision (text or null),
+    files (name -> sha256 of each file read), labels ("by name" or "by position")."""
+    if imported is None:
+        return
+    mapping(imported, file, field)
+    one_of(imported.get("kind"), IMPORT_KINDS, file, f"{field}.kind")
+    texts(imported, ("source", "labels"), file, field)
+    if not isinstance(imported.get("revision"), (str, type(None))):
+        raise Corrupt(file, f"{field}.revision must be text or null, not {_shown(imported.get('revision'))}")
+    files = mapping(imported.get("files"), file, f"{field}.files")
+    for name, digest in files.items():
+        if not (isinstance(digest, str) and SHA256.fullmatch(digest)):
+            raise Corrupt(file, f"{field}.files[{_shown(name)}] must be 64 hex digits, not {_shown(digest)}")
 
 
 # what config.json records besides the settings: field -> (its value when absent, its check)
@@ -194,6 +222,7 @@ RECORD_FIELDS = {
     "environment": ({}, mapping),
     "data_sha256": (None, _data_sha256),  # runs from before it was recorded, and hub data, have none
     "attempts": ([], _attempts),  # runs from before it was recorded have none
+    "imported": (None, _imported),  # runs peftviz trained have none
 }
 
 

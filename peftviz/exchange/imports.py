@@ -1,0 +1,381 @@
+"""`python -m peftviz import SOURCE --dataset D`: a model trained elsewhere, evaluated on D and
+stored as an evaluation-only run that every page reads like a trained one.
+
+    peft adapter      (LoRA, IA3, prefix tuning, prompt tuning; task SEQ_CLS) on a BERT, RoBERTa or
+                      Longformer base: base_model_name_or_path unless --model says otherwise; read as a
+                      run of the peftviz method whose `peft_type` it is (`options_from_peft`)
+    HF classifier     an AutoModelForSequenceClassification folder (safetensors only): a run of the method
+                      that trains the whole encoder (fine-tuning)
+    peftviz export    a run `export` wrote with one of peftviz's own methods
+
+Each is first loaded the way its own library loads it (the adapter by peft onto the architecture's
+AutoModelForSequenceClassification, the classifier by transformers) and copied into a peftviz
+classifier (heads: hf.py); then both compute the logits of D's first validation batch, and an
+import whose logits differ by more than TOLERANCE is refused: peftviz never stores numbers of a
+model it does not reproduce (a peft feature it lacks, say). The model's classes are matched to
+D's by name (id2label, or a peftviz export's label names; by position where the model names
+them only LABEL_0, LABEL_1, ...), and the head's rows are put in D's order.
+
+Everything that can be wrong with a source is found before the run folder is created: a refused
+import leaves no run. The run holds one "epoch" (the validation evaluation), the test predictions,
+the tensors (params.safetensors), and `imported` in config.json: kind, source, revision, the
+SHA-256 of each file read and how the labels were matched.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from torch import Tensor
+
+from peftviz.backbones import check_max_length, load_encoder
+from peftviz.config import MAX_LABEL_CHARS, TrainConfig, preset_config
+from peftviz.data import load_data
+from peftviz.errors import ExchangeError, RunError
+from peftviz.exchange import sources
+from peftviz.exchange.hf import (
+    PROJECTION,
+    checkpoint_tensors,
+    classifier_for,
+    copy_into,
+    encoder_names,
+    head_of,
+    live_tensors,
+    peftviz_base,
+)
+from peftviz.exchange.request import ImportRequest
+from peftviz.inference import evaluation_metrics, load_params, make_loader, pick_device, predict, tokenize
+from peftviz.methods import METHODS, backbone_method
+from peftviz.model import PeftClassifier, build_classifier
+from peftviz.paths import store_dir
+from peftviz.progress import Progress, ProgressCallback
+from peftviz.store.runs import Run, load_run
+from peftviz.store.schema import PARAMS_FILE
+from peftviz.store.writer import RunWriter
+from peftviz.uploads import data_sha256
+
+SPLITS = ("validation", "test")
+TOLERANCE = 1e-4  # max |Δ logit| between peftviz and the model's own library on the first batch (float32: ~1e-6)
+UNNAMED = re.compile(r"LABEL_\d+")  # transformers' names for classes nobody named
+# settings an export's run fixes: the import evaluates on the same data unless told otherwise
+RUN_DATA_SETTINGS = ("dataset", "limit", "max_length", "data_seed", "seed", "batch_size", "effective_batch_size",
+                     "ece_bins")  # fmt: skip
+
+
+@dataclass
+class Loaded:
+    """A source as a peftviz classifier (its classes in the source's order), and what it knows of itself."""
+
+    model: PeftClassifier
+    tokenizer: object
+    base: str  # the encoder name peftviz loads (config.model)
+    label_names: list[str] | None  # the source's class names in its order; None where it names none
+    reference: Callable[[Tensor, Tensor], Tensor] | None  # the source library's logits, (B, T) x 2 -> (B, C)
+    settings: dict  # TrainConfig fields the source fixes: its method and options, an export's data settings
+
+
+def import_model(request: ImportRequest, runs_dir: Path | None = None, progress: ProgressCallback | None = None) -> Run:
+    """Import `request.source` (a folder or hub id) as a run in `runs_dir`; `progress` hears each
+    evaluated batch (the validation split, then the test split) and the end."""
+    report = progress or (lambda event: None)
+    found = sources.open_source(request.source)
+    loaded = LOADERS[found.kind](found, request.base)
+    config = _config(loaded, request.preset, request.settings)
+    check_max_length(loaded.model.encoder, config.max_length)
+    data = load_data(config.dataset, seed=config.data_seed, limit=config.limit)
+    model = loaded.model.eval()
+    names = loaded.label_names or [f"LABEL_{index}" for index in range(model.num_labels)]
+    order, matched = match_labels(names, data.label_names, request.source, config.dataset)
+    put_classes_in_order(model, order)
+    pad_id = loaded.tokenizer.pad_token_id
+    loaders = {
+        name: make_loader(tokenize(data.splits[name], loaded.tokenizer, config.max_length), config.batch_size, pad_id)
+        for name in SPLITS
+    }
+    if loaded.reference is not None:  # on the CPU, in float32, where the source's library loaded it
+        check_reproduced(model, loaded.reference, next(iter(loaders["validation"])), order, request.source)
+    device = pick_device(config.device)
+    model.to(device)
+    started = time.perf_counter()
+    evaluations = {
+        name: predict(model, _reported(loader, report, request.title, name), device) for name, loader in loaders.items()
+    }
+    seconds = time.perf_counter() - started
+    imported = {"kind": found.kind, "source": request.source, "revision": found.revision, "files": found.files,
+                "labels": matched}  # fmt: skip
+    run = _store(config, model, data, evaluations, seconds, imported, runs_dir)
+    report(Progress(request.title, "done", 1, 1))
+    return run
+
+
+def _reported(loader, report: ProgressCallback, title: str, split: str):
+    """The loader's batches, each followed by a Progress event: "evaluate validation", batch i of n."""
+    for index, batch in enumerate(loader, start=1):
+        yield batch
+        report(Progress(title, f"evaluate {split}", 1, 1, index, len(loader)))
+
+
+def _config(loaded: Loaded, preset: str, overrides: dict) -> TrainConfig:
+    settings = dict(loaded.settings)
+    method, label = settings.pop("method"), settings.pop("label", None)
+    given = {key: value for key, value in overrides.items() if value is not None}
+    label = given.pop("label", None) or f"{label or method} (imported)"
+    config = preset_config(preset, method, **{**settings, **given})
+    # one evaluation, no training: "epoch" 1 is the validation evaluation of the model as loaded
+    return replace(config, model=loaded.base, epochs=1, effective_batch_size=config.batch_size,
+                   label=label[:MAX_LABEL_CHARS])  # fmt: skip
+
+
+def match_labels(model_names: list[str], data_names: list[str], source: str, dataset: str):
+    """(order, how): order[d] is the model's class for the dataset's class d; how: "by name" or "by position"."""
+    if all(UNNAMED.fullmatch(name) for name in model_names):
+        if len(model_names) != len(data_names):
+            raise ExchangeError(
+                f"labels do not match: {source} has {len(model_names)} unnamed classes, {dataset} has "
+                f"{len(data_names)} ({', '.join(data_names)})"
+            )
+        return list(range(len(data_names))), "by position"
+    if sorted(model_names) != sorted(data_names):
+        raise ExchangeError(
+            f"labels do not match: {source} has {', '.join(model_names)}; {dataset} has {', '.join(data_names)}"
+        )
+    return [model_names.index(name) for name in data_names], "by name"
+
+
+@torch.no_grad()
+def put_classes_in_order(model: PeftClassifier, order: list[int]) -> None:
+    """Reorder the head's output rows so that output d is the dataset's class d."""
+    projection = model.get_submodule(PROJECTION)
+    projection.weight.copy_(projection.weight[order].clone())
+    projection.bias.copy_(projection.bias[order].clone())
+
+
+@torch.no_grad()
+def check_reproduced(model: PeftClassifier, reference, batch: dict, order: list[int], source: str) -> None:
+    """Refuse a model whose logits peftviz does not reproduce within TOLERANCE on `batch`."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    ours = model(ids, mask).logits.float()
+    theirs = reference(ids, mask).float()[:, order]
+    gap = float((ours - theirs).abs().max())
+    if not gap <= TOLERANCE:
+        raise ExchangeError(
+            f"peftviz does not reproduce {source}: its logits differ from its own library's by up to {gap:.2g} on the "
+            "first validation batch (it may use a feature peftviz's method lacks); nothing imported"
+        )
+
+
+def _store(config, model, data, evaluations: dict, seconds: float, imported: dict, runs_dir) -> Run:
+    from peftviz.train import environment  # the same record as a trained run
+
+    metrics = {name: evaluation_metrics(*evaluations[name], config.ece_bins) for name in evaluations}
+    recorded = {
+        "label_names": data.label_names,
+        "parameters": model.parameter_counts(),
+        "environment": environment(pick_device(config.device)),
+        "data_sha256": data_sha256(config.dataset),
+        "attempts": [],
+        "imported": imported,
+    }
+    writer = RunWriter.create(Path(runs_dir or store_dir()), config, recorded)
+    try:
+        writer.write_epoch({"epoch": 1, **metrics["validation"], "seconds": seconds}, *evaluations["validation"])
+        writer.write_params({k: v.cpu().contiguous() for k, v in model.trainable_state_dict().items()}, 1)
+        writer.write_predictions("test", *evaluations["test"])
+        writer.finish({"params_epoch": 1, "test": metrics["test"]})
+    finally:
+        writer.close()
+    return load_run(writer.path)
+
+
+# ---------------------------------------------------------------- the three kinds of source
+
+
+def _load_peft_adapter(source: sources.Source, base: str | None) -> Loaded:
+    from peft import PEFT_TYPE_TO_CONFIG_MAPPING, get_peft_model
+
+    adapter = source.json(sources.ADAPTER_CONFIG)
+    method = _peft_method(adapter, source.name)
+    options = method.options_from_peft(adapter)  # a ConfigError names an option peftviz's method lacks
+    weights = _adapter_weights(source)
+    base = base or peftviz_base(adapter.get("base_model_name_or_path") or "")
+    if not base:
+        raise ExchangeError(f"{source.name} names no base model (base_model_name_or_path): give one with --model")
+    encoder, tokenizer = load_encoder(base)
+    head = head_of(encoder.config.model_type)
+    projection = _saved_projection(weights, head, source.name)
+    classifier = classifier_for(encoder.config, [f"LABEL_{i}" for i in range(projection.shape[0])])
+    copy_into(live_tensors(classifier), encoder.state_dict(), encoder_names(encoder, classifier))
+    peft_config = PEFT_TYPE_TO_CONFIG_MAPPING[adapter["peft_type"]].from_pretrained(str(source.folder))
+    peft_config.inference_mode = True
+    peft_config.base_model_name_or_path = (
+        classifier.name_or_path
+    )  # the base as loaded here (the record keeps the source)
+    peft_model = get_peft_model(classifier, peft_config).eval()
+    _load_adapter_weights(peft_model, weights, base, source.name)
+    if "pooler" in head.modules_to_save and "pooler" not in (peft_config.modules_to_save or []):
+        _base_pooler(classifier, base, source.name)  # the adapter trained on the base's own pooler
+    model = build_classifier(encoder, method.name, projection.shape[0], options)
+    _copy_from_peft(model, peft_model, head)
+    manifest = source.json(sources.MANIFEST) if source.has(sources.MANIFEST) else {}
+    exported = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    settings = {key: exported[key] for key in (*RUN_DATA_SETTINGS, "label") if key in exported}
+    settings |= {"method": method.name, "method_options": options}
+    names = manifest.get("label_names") or _config_label_names(source)
+
+    def reference(ids: Tensor, mask: Tensor) -> Tensor:
+        return peft_model(input_ids=ids, attention_mask=mask).logits
+
+    return Loaded(model, tokenizer, base, names, reference, settings)
+
+
+def _peft_method(adapter: dict, name: str):
+    if adapter.get("task_type") != "SEQ_CLS":
+        raise ExchangeError(
+            f"{name} is a peft adapter for task {adapter.get('task_type')}; peftviz imports sequence-classification "
+            "adapters (task_type SEQ_CLS)"
+        )
+    methods = {cls.peft_type: cls for cls in METHODS.values() if cls.peft_type}
+    if adapter.get("peft_type") not in methods:
+        raise ExchangeError(
+            f"{name} is a {adapter.get('peft_type')} adapter; peftviz imports {', '.join(sorted(methods))} adapters"
+        )
+    return methods[adapter["peft_type"]]
+
+
+def _adapter_weights(source: sources.Source) -> dict[str, Tensor]:
+    path = source.folder / sources.ADAPTER_WEIGHTS
+    if not path.is_file():
+        if source.has(sources.PICKLED_ADAPTER):
+            raise ExchangeError(
+                f"{source.name} has only pickled adapter weights ({sources.PICKLED_ADAPTER}), which peftviz does not "
+                "load: unpickling can run code. If you trust the file, save the adapter again with peft's "
+                "save_pretrained(..., safe_serialization=True)"
+            )
+        raise ExchangeError(f"{source.name} has {sources.ADAPTER_CONFIG} but no {sources.ADAPTER_WEIGHTS}")
+    try:
+        return load_file(str(path))
+    except (OSError, SafetensorError) as err:
+        raise ExchangeError(f"{source.name}: cannot read {sources.ADAPTER_WEIGHTS}: {err}".splitlines()[0]) from None
+
+
+def _saved_projection(weights: dict[str, Tensor], head, name: str) -> Tensor:
+    """The adapter's saved class projection (C, D): how many classes it has."""
+    saved = head.names[f"{PROJECTION}.weight"]
+    found = [tensor for key, tensor in weights.items() if key.endswith(f".{saved}")]
+    if not found:
+        raise ExchangeError(f"{name} carries no classification head ({saved}): it cannot classify")
+    return found[0]
+
+
+def _load_adapter_weights(peft_model, weights: dict[str, Tensor], base: str, name: str) -> None:
+    """Refuse an adapter whose tensors do not fit the base (trained on another), then load them."""
+    from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
+
+    expected = {key: tuple(tensor.shape) for key, tensor in get_peft_model_state_dict(peft_model).items()}
+    for key in sorted(weights):
+        if key not in expected:
+            raise ExchangeError(f"{name} does not fit base {base}: it has {key}, which {base} has no place for")
+        if tuple(weights[key].shape) != expected[key]:
+            raise ExchangeError(
+                f"{name} does not fit base {base}: {key} is {tuple(weights[key].shape)} in the adapter, "
+                f"{expected[key]} on {base} (the adapter was trained on another base)"
+            )
+    missing = sorted(set(expected) - set(weights))
+    if missing:
+        raise ExchangeError(f"{name} lacks {len(missing)} of the tensors its config describes, e.g. {missing[0]}")
+    set_peft_model_state_dict(peft_model, weights)
+
+
+def _base_pooler(classifier, base: str, name: str) -> None:
+    names = {f"bert.pooler.dense.{p}": f"bert.pooler.dense.{p}" for p in ("weight", "bias")}
+    found = checkpoint_tensors(base, list(names))
+    if len(found) != len(names):
+        raise ExchangeError(
+            f"{name} leaves BERT's pooler, which its classifier reads, to the base, and {base} has no pooler weights "
+            "peftviz can read (a local checkpoint's safetensors): give a base that has them with --model"
+        )
+    copy_into(live_tensors(classifier), found, names)
+
+
+def _copy_from_peft(model: PeftClassifier, peft_model, head) -> None:
+    """The adapter's tensors into peftviz's classifier: what it injected (by name), its prompt, the head."""
+    live = live_tensors(peft_model.get_base_model())
+    prefix = peft_model.get_base_model().base_model_prefix
+    ours = model.state_dict(keep_vars=True)
+    injected = [name for name in model.trainable_state_dict() if name.startswith("encoder.")]
+    copy_into(ours, live, {f"{prefix}.{name.removeprefix('encoder.')}": name for name in injected})
+    copy_into(ours, live, {theirs: mine for mine, theirs in head.names.items()})
+    if model.method.peft_prompt() is not None:  # prompt learning: peft keeps the prompt outside the encoder
+        state = model.method.prompt_state(peft_model.get_prompt_embedding_to_save("default").detach())
+        copy_into(ours, state, {name: name for name in state})
+
+
+def _config_label_names(source: sources.Source) -> list[str] | None:
+    """Class names from a config.json's id2label (in class order), if the folder has one."""
+    if not source.has("config.json"):
+        return None
+    id2label = source.json("config.json").get("id2label") or {}
+    try:
+        return [str(id2label[key]) for key in sorted(id2label, key=int)] or None
+    except (TypeError, ValueError):
+        raise ExchangeError(f"{source.name}: config.json's id2label has keys that are not class ids") from None
+
+
+def _load_hf_classifier(source: sources.Source, base: str | None) -> Loaded:
+    from transformers import AutoModelForSequenceClassification
+
+    if base:
+        raise ExchangeError("--model is for adapters: a Hugging Face classifier folder is its own base")
+    config = source.json("config.json")
+    architectures = config.get("architectures") or []
+    if not any(str(name).endswith("ForSequenceClassification") for name in architectures):
+        raise ExchangeError(
+            f"{source.name} is a {', '.join(map(str, architectures)) or config.get('model_type')} model, not a "
+            "sequence classifier (…ForSequenceClassification)"
+        )
+    head = head_of(config.get("model_type"))
+    folder = str(source.folder)
+    encoder, tokenizer = load_encoder(folder)  # refuses pickled-only weights with the conversion command
+    reference_model = AutoModelForSequenceClassification.from_pretrained(folder, use_safetensors=True).eval()
+    names = _config_label_names(source)
+    method = backbone_method().name  # a fine-tuned classifier: every weight trained
+    model = build_classifier(encoder, method, len(names or []) or reference_model.num_labels, {})
+    copy_into(model.state_dict(keep_vars=True), live_tensors(reference_model), {t: m for m, t in head.names.items()})
+
+    def reference(ids: Tensor, mask: Tensor) -> Tensor:
+        return reference_model(input_ids=ids, attention_mask=mask).logits
+
+    return Loaded(model, tokenizer, folder, names, reference, {"method": method, "method_options": {}})
+
+
+def _load_peftviz_export(source: sources.Source, base: str | None) -> Loaded:
+    manifest = source.json(sources.MANIFEST)
+    try:
+        stored = TrainConfig.from_stored(manifest.get("config"))
+    except ValueError as err:
+        raise ExchangeError(f"{source.name}: {sources.MANIFEST}: {err}".splitlines()[0]) from None
+    names = manifest.get("label_names")
+    if not (isinstance(names, list) and len(names) >= 2 and all(isinstance(n, str) for n in names)):
+        raise ExchangeError(f"{source.name}: {sources.MANIFEST} has no label_names (a list of class names)")
+    encoder, tokenizer = load_encoder(base or stored.model)
+    links = stored.method_class.run_links
+    options = {key: value for key, value in stored.method_options.items() if key not in links}
+    model = build_classifier(encoder, stored.method, len(names), options, stored.pooling, stored.head_dropout)
+    try:
+        state = load_file(str(source.folder / PARAMS_FILE))
+        load_params(model, state, f"{source.name}: {PARAMS_FILE}")
+    except (OSError, SafetensorError, RunError) as err:
+        raise ExchangeError(str(err).splitlines()[0]) from None
+    settings = {key: getattr(stored, key) for key in (*RUN_DATA_SETTINGS, "label", "pooling", "head_dropout")}
+    settings |= {"method": stored.method, "method_options": options}
+    return Loaded(model, tokenizer, base or stored.model, names, None, settings)
+
+
+LOADERS = {"peft-adapter": _load_peft_adapter, "hf-classifier": _load_hf_classifier, "peftviz": _load_peftviz_export}

@@ -1,0 +1,120 @@
+"""Where a model to import comes from: a local folder or a hub id, and what kind of folder it is.
+
+    adapter_config.json     a Hugging Face peft adapter (kind "peft-adapter")
+    peftviz.json            a run exported by peftviz with one of its own methods (kind "peftviz")
+    config.json             a Hugging Face model folder, read as a sequence classifier ("hf-classifier")
+
+in that order (a peftviz export of a LoRA run is a peft adapter with a peftviz.json beside it). A hub
+id is downloaded with `huggingface_hub.snapshot_download` (JSON, safetensors and tokenizer files
+only: never pickled weights), and its commit is the revision recorded. Every file read is recorded
+by its SHA-256, so a run says exactly what it was computed from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from peftviz.errors import ExchangeError
+from peftviz.files import MB, FileProblem, read_text
+
+ADAPTER_CONFIG, ADAPTER_WEIGHTS, PICKLED_ADAPTER = (
+    "adapter_config.json",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+)
+MANIFEST = "peftviz.json"
+KINDS = {ADAPTER_CONFIG: "peft-adapter", MANIFEST: "peftviz", "config.json": "hf-classifier"}
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]  # configs, weights, vocabularies
+JSON_LIMIT = 4 * MB
+
+
+@dataclass
+class Source:
+    """A folder to import from: its kind, the name it was given by, its hub revision (None when local),
+    and the SHA-256 of each of its JSON and safetensors files."""
+
+    folder: Path
+    kind: str
+    name: str
+    revision: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+
+    def json(self, file: str) -> dict:
+        """A JSON object of the folder, read with a size limit; ExchangeError naming it otherwise."""
+        try:
+            value = json.loads(read_text(self.folder / file, JSON_LIMIT))
+        except (FileProblem, OSError, ValueError) as err:
+            raise ExchangeError(f"{self.name}: cannot read {file}: {err}".splitlines()[0]) from None
+        if not isinstance(value, dict):
+            raise ExchangeError(f"{self.name}: {file} holds a {type(value).__name__}, not an object")
+        return value
+
+    def has(self, file: str) -> bool:
+        return (self.folder / file).is_file()
+
+
+def open_source(name: str) -> Source:
+    """The folder `name` names, downloaded first if it is a hub id; its kind from the files it holds."""
+    folder, revision = _local_or_hub(name)
+    kind = next((kind for file, kind in KINDS.items() if (folder / file).is_file()), None)
+    if kind is None:
+        raise nothing_to_import(name)
+    return Source(folder, kind, name, revision, _file_hashes(folder))
+
+
+def nothing_to_import(name: str) -> ExchangeError:
+    return ExchangeError(
+        f"{name} holds no peft adapter ({ADAPTER_CONFIG}), Hugging Face model (config.json) or peftviz export "
+        f"({MANIFEST}): nothing to import"
+    )
+
+
+def check_source(name: str) -> None:
+    """What a form can check without downloading or loading anything: a local folder exists and holds
+    something to import; anything else must read as a hub id."""
+    if not name:
+        raise ExchangeError("give the folder or hub id of the model to import")
+    path = Path(name).expanduser()
+    if path.is_dir() and not any((path / file).is_file() for file in KINDS):
+        raise nothing_to_import(name)
+    if not path.is_dir():
+        _local_or_hub_name(name)
+
+
+def _local_or_hub_name(name: str) -> None:
+    if Path(name).expanduser().exists():
+        raise ExchangeError(f"{name} is a file; give the folder that holds the model or adapter")
+    if name.startswith((".", "/", "~")) or not HUB_ID.fullmatch(name):
+        raise ExchangeError(f"no folder {name} (and it is not a hub id of the form owner/name)")
+
+
+def _local_or_hub(name: str) -> tuple[Path, str | None]:
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path, None
+    _local_or_hub_name(name)
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        folder = Path(snapshot_download(name, allow_patterns=HUB_FILES))
+    except (OSError, ValueError, HfHubHTTPError) as err:  # offline, no such repository, no access: the hub's reason
+        raise ExchangeError(f"cannot download {name} from the Hugging Face hub: {err}".splitlines()[0]) from None
+    return folder, folder.name  # the snapshot folder is named by its commit
+
+
+def _file_hashes(folder: Path) -> dict[str, str]:
+    hashes = {}
+    for path in sorted(folder.iterdir()):
+        if path.suffix in (".json", ".safetensors") and path.resolve().is_file():  # the hub's cache links its files
+            digest = hashlib.sha256()
+            with path.open("rb") as file:
+                for block in iter(lambda file=file: file.read(1 << 20), b""):
+                    digest.update(block)
+            hashes[path.name] = digest.hexdigest()
+    return hashes
