@@ -1,12 +1,14 @@
 """Export and import (peftviz.exchange), checked against peft and transformers themselves.
 
-- Round trip: a peftviz run of each method peft has, on a tiny BERT and a tiny RoBERTa (random
-  weights, saved as model folders), exported; `PeftModel.from_pretrained` on the architecture's
-  AutoModelForSequenceClassification gives peftviz's logits; imported back, the stored test
-  predictions are the original run's.
+- Round trip: a peftviz run of each method peft has, on a tiny BERT, RoBERTa and (LoRA, IA3)
+  Longformer (random weights, saved as model folders), exported; `PeftModel.from_pretrained` on
+  the architecture's AutoModelForSequenceClassification gives peftviz's logits; imported back, the
+  stored test predictions are the original run's.
 - An adapter trained by peft itself (a few steps here) and a classifier fine-tuned with
   transformers, imported: the stored predictions are what peft / transformers compute directly.
 - Bad sources: one line each, and no run.
+- What a new user runs: the README's train, export and import, then the Calibration page; the
+  Train page's import; the Attention page on imported prefix and prompt tuning.
 """
 
 from __future__ import annotations
@@ -305,6 +307,8 @@ def changed_copy(adapter, tmp_path, config_changes=None, drop=(), add=None):
 BAD_SOURCES = {  # id -> (how to make the source from the adapter and tmp_path, extra arguments, the error)
     "no-model": (lambda adapter, tmp: (tmp.mkdir(parents=True), tmp)[1], {},
                  r"holds no peft adapter \(adapter_config.json\), Hugging Face model \(config.json\) or peftviz export"),
+    "hub-offline": (lambda adapter, tmp: "someone/their-lora-adapter", {},
+                    "cannot download someone/their-lora-adapter from the Hugging Face hub: "),
     "other-task": (lambda adapter, tmp: changed_copy(adapter, tmp, {"task_type": "CAUSAL_LM"}), {},
                    "is a peft adapter for task CAUSAL_LM; peftviz imports sequence-classification adapters"),
     "other-method": (lambda adapter, tmp: changed_copy(adapter, tmp, {"peft_type": "LOHA"}), {},
@@ -313,6 +317,8 @@ BAD_SOURCES = {  # id -> (how to make the source from the adapter and tmp_path, 
                                 "the lora adapter sets use_rslora=True, which peftviz's lora does not have"),
     "base-mismatch": (lambda adapter, tmp: adapter, {"base": "wider"},
                       r"does not fit base .*: .*lora_A.weight is \(4, 32\) in the adapter, \(4, 64\) on"),
+    "base-without-pooler": (lambda adapter, tmp: adapter, {"model": "tiny-bert"},
+                            "leaves BERT's pooler, which its classifier reads, to the base, and tiny-bert has no pooler"),
     "label-mismatch": (lambda adapter, tmp: adapter, {"dataset": "labels"},
                        "labels do not match: .* has business, entertainment, politics, sports, tech; .* has cold, hot"),
     "unnamed-class-count": (lambda adapter, tmp: three_class_adapter(tmp), {},
@@ -362,7 +368,7 @@ def test_a_bad_source_gets_one_line_and_no_run(case, lora_adapter, tmp_path):
         csv = tmp_path / "weather.csv"
         csv.write_text("text,label\n" + "".join(f"day {i} was warm,{'hot' if i % 2 else 'cold'}\n" for i in range(60)))
         overrides["dataset"] = str(csv)
-    base = base_folder(tmp_path / "wider", "bert", hidden=64) if extra.get("base") else None
+    base = base_folder(tmp_path / "wider", "bert", hidden=64) if extra.get("base") else extra.get("model")
     store = tmp_path / "runs"
     with pytest.raises(PeftvizError, match=message) as caught:
         import_model(ImportRequest(str(source), overrides, base=base), store)
@@ -422,3 +428,21 @@ def test_the_train_page_imports_a_model_in_the_background_and_says_what_is_wrong
     (imported,) = job.runs
     assert imported.path.parent == empty_store and imported.seed == 3 and imported.imported["kind"] == "peft-adapter"
     np.testing.assert_array_equal(imported.predictions("test")[1], run.predictions("test")[1])
+
+
+def test_imports_at_two_seeds_form_a_group_apart_from_trained_runs_and_sweeps_never_take_them(tmp_path):
+    from peftviz.store.runs import group_runs
+    from peftviz.sweep import plan
+
+    store = tmp_path / "runs"
+    run = smoke_run(store, "lora", "tiny-bert")
+    exported = export_run(run, tmp_path / "adapter")
+    for seed in (0, 1):
+        import_model(ImportRequest(str(exported), {"seed": seed}), store)
+    groups = {group.label: group for group in group_runs(list_runs(store))}
+    assert set(groups) == {"lora", "lora (imported)"}
+    assert groups["lora (imported)"].seeds == [0, 1] and groups["lora"].seeds == [0]
+
+    imported = next(r for r in list_runs(store) if r.imported and r.seed == 1)
+    (planned,) = plan([imported.config], store)  # the imported run's own settings: trained, not skipped
+    assert planned.action == "train"

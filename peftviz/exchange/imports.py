@@ -128,8 +128,8 @@ def _config(loaded: Loaded, preset: str, overrides: dict) -> TrainConfig:
     given = {key: value for key, value in overrides.items() if value is not None}
     label = given.pop("label", None) or f"{label or method} (imported)"
     config = preset_config(preset, method, **{**settings, **given})
-    # one evaluation, no training: "epoch" 1 is the validation evaluation of the model as loaded
-    return replace(config, model=loaded.base, epochs=1, effective_batch_size=config.batch_size,
+    # one evaluation, no training: "epoch" 1 is the validation evaluation of the model as loaded, in float32
+    return replace(config, model=loaded.base, epochs=1, effective_batch_size=config.batch_size, precision="fp32",
                    label=label[:MAX_LABEL_CHARS])  # fmt: skip
 
 
