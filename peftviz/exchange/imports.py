@@ -56,6 +56,7 @@ from peftviz.methods import METHODS, backbone_method
 from peftviz.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
 from peftviz.progress import Progress, ProgressCallback
+from peftviz.store import schema
 from peftviz.store.runs import Run, load_run
 from peftviz.store.schema import PARAMS_FILE
 from peftviz.store.writer import RunWriter
@@ -198,8 +199,6 @@ def _store(config, model, data, evaluations: dict, seconds: float, imported: dic
 
 
 def _load_peft_adapter(source: sources.Source, base: str | None) -> Loaded:
-    from peft import PEFT_TYPE_TO_CONFIG_MAPPING, get_peft_model
-
     adapter = source.json(sources.ADAPTER_CONFIG)
     method = _peft_method(adapter, source.name)
     options = method.options_from_peft(adapter)  # a ConfigError names an option peftviz's method lacks
@@ -209,19 +208,9 @@ def _load_peft_adapter(source: sources.Source, base: str | None) -> Loaded:
         raise ExchangeError(f"{source.name} names no base model (base_model_name_or_path): give one with --model")
     encoder, tokenizer = load_encoder(base)
     head = head_of(encoder.config.model_type)
-    projection = _saved_projection(weights, head, source.name)
-    classifier = classifier_for(encoder.config, [f"LABEL_{i}" for i in range(projection.shape[0])])
-    copy_into(live_tensors(classifier), encoder.state_dict(), encoder_names(encoder, classifier))
-    peft_config = PEFT_TYPE_TO_CONFIG_MAPPING[adapter["peft_type"]].from_pretrained(str(source.folder))
-    peft_config.inference_mode = True
-    peft_config.base_model_name_or_path = (
-        classifier.name_or_path
-    )  # the base as loaded here (the record keeps the source)
-    peft_model = get_peft_model(classifier, peft_config).eval()
-    _load_adapter_weights(peft_model, weights, base, source.name)
-    if "pooler" in head.modules_to_save and "pooler" not in (peft_config.modules_to_save or []):
-        _base_pooler(classifier, base, source.name)  # the adapter trained on the base's own pooler
-    model = build_classifier(encoder, method.name, projection.shape[0], options)
+    n_classes = _saved_projection(weights, head, source.name).shape[0]
+    peft_model = _peft_model(source, adapter["peft_type"], encoder, n_classes, weights, base)
+    model = build_classifier(encoder, method.name, n_classes, options)
     _copy_from_peft(model, peft_model, head)
     manifest = source.json(sources.MANIFEST) if source.has(sources.MANIFEST) else {}
     exported = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
@@ -233,6 +222,24 @@ def _load_peft_adapter(source: sources.Source, base: str | None) -> Loaded:
         return peft_model(input_ids=ids, attention_mask=mask).logits
 
     return Loaded(model, tokenizer, base, names, reference, settings)
+
+
+def _peft_model(source: sources.Source, peft_type: str, encoder, n_classes: int, weights: dict, base: str):
+    """The adapter as peft loads it: its config and weights on the architecture's classifier of `encoder`."""
+    from peft import PEFT_TYPE_TO_CONFIG_MAPPING, get_peft_model
+
+    classifier = classifier_for(encoder.config, [f"LABEL_{i}" for i in range(n_classes)])
+    copy_into(live_tensors(classifier), encoder.state_dict(), encoder_names(encoder, classifier))
+    peft_config = PEFT_TYPE_TO_CONFIG_MAPPING[peft_type].from_pretrained(str(source.folder))
+    peft_config.inference_mode = True
+    # the base as loaded here (the run's record keeps the source): no warning that it was "renamed"
+    peft_config.base_model_name_or_path = classifier.name_or_path
+    peft_model = get_peft_model(classifier, peft_config).eval()
+    _load_adapter_weights(peft_model, weights, base, source.name)
+    head_needs_pooler = "pooler" in head_of(encoder.config.model_type).modules_to_save  # BERT
+    if head_needs_pooler and "pooler" not in (peft_config.modules_to_save or []):
+        _base_pooler(classifier, base, source.name)  # the adapter trained on the base's own pooler
+    return peft_model
 
 
 def _peft_method(adapter: dict, name: str):
@@ -260,8 +267,9 @@ def _adapter_weights(source: sources.Source) -> dict[str, Tensor]:
             )
         raise ExchangeError(f"{source.name} has {sources.ADAPTER_CONFIG} but no {sources.ADAPTER_WEIGHTS}")
     try:
+        schema.safetensors_header(path, sources.ADAPTER_WEIGHTS)  # its header against its size, before reading
         return load_file(str(path))
-    except (OSError, SafetensorError) as err:
+    except (OSError, SafetensorError, RunError) as err:
         raise ExchangeError(f"{source.name}: cannot read {sources.ADAPTER_WEIGHTS}: {err}".splitlines()[0]) from None
 
 

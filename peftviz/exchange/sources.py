@@ -83,10 +83,10 @@ def check_source(name: str) -> None:
     if path.is_dir() and not any((path / file).is_file() for file in KINDS):
         raise nothing_to_import(name)
     if not path.is_dir():
-        _local_or_hub_name(name)
+        _refuse_unless_hub_id(name)
 
 
-def _local_or_hub_name(name: str) -> None:
+def _refuse_unless_hub_id(name: str) -> None:
     if Path(name).expanduser().exists():
         raise ExchangeError(f"{name} is a file; give the folder that holds the model or adapter")
     if name.startswith((".", "/", "~")) or not HUB_ID.fullmatch(name):
@@ -97,7 +97,7 @@ def _local_or_hub(name: str) -> tuple[Path, str | None]:
     path = Path(name).expanduser()
     if path.is_dir():
         return path, None
-    _local_or_hub_name(name)
+    _refuse_unless_hub_id(name)
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError
 
