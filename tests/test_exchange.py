@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -448,3 +449,15 @@ def test_imports_at_two_seeds_form_a_group_apart_from_trained_runs_and_sweeps_ne
     imported = next(r for r in list_runs(store) if r.imported and r.seed == 1)
     (planned,) = plan([imported.config], store)  # the imported run's own settings: trained, not skipped
     assert planned.action == "train"
+
+
+def test_requirements_keep_transformers_where_peft_runs_prefix_tuning_on_bert():
+    """transformers 5.24 renamed past_key_values, which peft 0.21's prefix tuning looks for by name
+    (requirements.txt says so): the pin admits the installed release, not 5.24."""
+    import transformers
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    lines = (Path(__file__).resolve().parent.parent / "requirements.txt").read_text().splitlines()
+    allowed = next(Requirement(line) for line in lines if line.startswith("transformers")).specifier
+    assert Version(transformers.__version__) in allowed and Version("5.24.0") not in allowed

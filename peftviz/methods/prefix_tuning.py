@@ -16,6 +16,7 @@ only: peft's prefix tuning needs past_key_values, which the Longformer does not 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Literal
 
@@ -72,7 +73,9 @@ class PrefixTuning(PeftMethod):
             self._hooks.append(encoder.embeddings.register_forward_pre_hook(self._shift_positions, with_kwargs=True))
 
     def _shift_positions(self, module, args, kwargs):
-        return args, {**kwargs, "past_key_values_length": self.config.prefix_length}  # text from position j
+        # the text from position j, as if j positions came before it (transformers 5.23 names that count
+        # past_key_values_length, later releases cache_length)
+        return args, {**kwargs, embedding_offset_name(module): self.config.prefix_length}
 
     def peft_config(self) -> dict:
         if self.config.layout != "peft":
@@ -91,6 +94,15 @@ class PrefixTuning(PeftMethod):
     @classmethod
     def prompt_state(cls, embeddings: Tensor) -> dict[str, Tensor]:
         return {"method.prefix.embedding.weight": embeddings}
+
+
+OFFSET_NAMES = ("past_key_values_length", "cache_length")  # a BERT-style embedding's count of earlier positions
+
+
+def embedding_offset_name(embeddings) -> str:
+    """The keyword by which `embeddings` is told how many positions came before the sequence."""
+    parameters = inspect.signature(embeddings.forward).parameters
+    return next(name for name in OFFSET_NAMES if name in parameters)
 
 
 def check_peft_layout(encoder, method: str) -> None:
