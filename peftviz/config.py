@@ -124,6 +124,13 @@ class TrainConfig(Options):
         return find_method(self.method)
 
     @property
+    def setting_options(self) -> dict:
+        """The method options that are settings: all but those naming another run (`run_links`), whose
+        result the run's parameters already hold and which groups of seeds leave out."""
+        links = self.method_class.run_links
+        return {key: value for key, value in self.method_options.items() if key not in links}
+
+    @property
     def method_config(self):
         """The method's options as its config object, defaults filled in."""
         return self.method_class.config_class.from_dict(self.method_options)

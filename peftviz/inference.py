@@ -2,10 +2,12 @@
 and the app share, without the trainer.
 
     tokenize -> make_loader (collate pads each batch) -> predict -> evaluation_metrics
-    run_data(run), load_trained(run): the data and the model of a stored run
+    run_data(run), load_trained(run): the data and the model of a stored run (`rebuild`: of any config)
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -14,6 +16,7 @@ from torch.utils.data import DataLoader
 
 from peftviz import calibration
 from peftviz.backbones import load_encoder
+from peftviz.config import TrainConfig
 from peftviz.data import TextData, load_data
 from peftviz.errors import RunError
 from peftviz.model import PeftClassifier, build_classifier
@@ -102,14 +105,27 @@ def load_trained(
     """
     if run.config is None:  # a corrupt run: its settings cannot be read (e.g. its config.json lost the model)
         raise RunError(f"run {run.name}: {run.error}")
-    config = run.config
-    encoder, tokenizer = load_encoder(config.model)
-    links = config.method_class.run_links  # options naming other runs: the params hold the result
-    options = {k: v for k, v in config.method_options.items() if k not in links}
-    n_labels = len(run.label_names)
-    model = build_classifier(encoder, method or config.method, n_labels, options, config.pooling, config.head_dropout)
-    load_params(model, run.params(), f"run {run.name}: params.safetensors", optional)
+    model, tokenizer = rebuild(run.config, len(run.label_names), run.params, f"run {run.name}: params.safetensors",
+                               method, optional)  # fmt: skip
     return model.to(pick_device(device)).eval(), tokenizer
+
+
+def rebuild(
+    config: TrainConfig,
+    n_labels: int,
+    trained: Callable[[], dict],
+    where: str,
+    method: str | None = None,
+    optional: frozenset[str] = frozenset(),
+) -> tuple[PeftClassifier, object]:
+    """`config`'s classifier with the tensors `trained()` reads (after the encoder has loaded): (model, tokenizer).
+    A run's or an export's; `where` names the tensors' file in errors."""
+    encoder, tokenizer = load_encoder(config.model)
+    model = build_classifier(
+        encoder, method or config.method, n_labels, config.setting_options, config.pooling, config.head_dropout
+    )
+    load_params(model, trained(), where, optional)
+    return model, tokenizer
 
 
 def load_params(model: PeftClassifier, state: dict, where: str, optional: frozenset[str] = frozenset()) -> None:

@@ -42,7 +42,7 @@ def export_run(run: Run, folder: Path) -> Path:
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ExchangeError(f"{folder} exists and is not an empty folder: choose a new one")
-    model, _ = load_trained(run, device="cpu")
+    model, _ = load_trained(run, device="cpu")  # also refuses a run whose tensors do not fit its model
     building = folder.parent / f".{folder.name}.exporting"
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)

@@ -42,6 +42,7 @@ from peftviz.errors import ExchangeError, RunError
 from peftviz.exchange import sources
 from peftviz.exchange.hf import (
     PROJECTION,
+    Head,
     checkpoint_tensors,
     classifier_for,
     copy_into,
@@ -51,7 +52,7 @@ from peftviz.exchange.hf import (
     peftviz_base,
 )
 from peftviz.exchange.request import ImportRequest
-from peftviz.inference import evaluation_metrics, load_params, make_loader, pick_device, predict, tokenize
+from peftviz.inference import evaluation_metrics, make_loader, pick_device, predict, rebuild, tokenize
 from peftviz.methods import METHODS, backbone_method
 from peftviz.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
@@ -209,7 +210,7 @@ def _load_peft_adapter(source: sources.Source, base: str | None) -> Loaded:
     encoder, tokenizer = load_encoder(base)
     head = head_of(encoder.config.model_type)
     n_classes = _saved_projection(weights, head, source.name).shape[0]
-    peft_model = _peft_model(source, adapter["peft_type"], encoder, n_classes, weights, base)
+    peft_model = _peft_model(source, adapter["peft_type"], encoder, head, n_classes, weights, base)
     model = build_classifier(encoder, method.name, n_classes, options)
     _copy_from_peft(model, peft_model, head)
     manifest = source.json(sources.MANIFEST) if source.has(sources.MANIFEST) else {}
@@ -224,7 +225,7 @@ def _load_peft_adapter(source: sources.Source, base: str | None) -> Loaded:
     return Loaded(model, tokenizer, base, names, reference, settings)
 
 
-def _peft_model(source: sources.Source, peft_type: str, encoder, n_classes: int, weights: dict, base: str):
+def _peft_model(source: sources.Source, peft_type: str, encoder, head: Head, n_classes: int, weights: dict, base: str):
     """The adapter as peft loads it: its config and weights on the architecture's classifier of `encoder`."""
     from peft import PEFT_TYPE_TO_CONFIG_MAPPING, get_peft_model
 
@@ -236,8 +237,7 @@ def _peft_model(source: sources.Source, peft_type: str, encoder, n_classes: int,
     peft_config.base_model_name_or_path = classifier.name_or_path
     peft_model = get_peft_model(classifier, peft_config).eval()
     _load_adapter_weights(peft_model, weights, base, source.name)
-    head_needs_pooler = "pooler" in head_of(encoder.config.model_type).modules_to_save  # BERT
-    if head_needs_pooler and "pooler" not in (peft_config.modules_to_save or []):
+    if "pooler" in head.modules_to_save and "pooler" not in (peft_config.modules_to_save or []):  # BERT's
         _base_pooler(classifier, base, source.name)  # the adapter trained on the base's own pooler
     return peft_model
 
@@ -372,18 +372,15 @@ def _load_peftviz_export(source: sources.Source, base: str | None) -> Loaded:
     names = manifest.get("label_names")
     if not (isinstance(names, list) and len(names) >= 2 and all(isinstance(n, str) for n in names)):
         raise ExchangeError(f"{source.name}: {sources.MANIFEST} has no label_names (a list of class names)")
-    encoder, tokenizer = load_encoder(base or stored.model)
-    links = stored.method_class.run_links
-    options = {key: value for key, value in stored.method_options.items() if key not in links}
-    model = build_classifier(encoder, stored.method, len(names), options, stored.pooling, stored.head_dropout)
+    stored = replace(stored, model=base or stored.model)
     try:
-        state = load_file(str(source.folder / PARAMS_FILE))
-        load_params(model, state, f"{source.name}: {PARAMS_FILE}")
+        model, tokenizer = rebuild(stored, len(names), lambda: load_file(str(source.folder / PARAMS_FILE)),
+                                   f"{source.name}: {PARAMS_FILE}")  # fmt: skip
     except (OSError, SafetensorError, RunError) as err:
         raise ExchangeError(str(err).splitlines()[0]) from None
     settings = {key: getattr(stored, key) for key in (*RUN_DATA_SETTINGS, "label", "pooling", "head_dropout")}
-    settings |= {"method": stored.method, "method_options": options}
-    return Loaded(model, tokenizer, base or stored.model, names, None, settings)
+    settings |= {"method": stored.method, "method_options": stored.setting_options}
+    return Loaded(model, tokenizer, stored.model, names, None, settings)
 
 
 LOADERS = {"peft-adapter": _load_peft_adapter, "hf-classifier": _load_hf_classifier, "peftviz": _load_peftviz_export}

@@ -70,12 +70,13 @@ class PrefixTuning(PeftMethod):
     def attach(self, encoder) -> None:
         if self.config.layout == "peft":
             check_peft_layout(encoder, self.name)
+            self._offset_name = embedding_offset_name(encoder.embeddings)
             self._hooks.append(encoder.embeddings.register_forward_pre_hook(self._shift_positions, with_kwargs=True))
 
     def _shift_positions(self, module, args, kwargs):
         # the text from position j, as if j positions came before it (transformers 5.23 names that count
         # past_key_values_length, later releases cache_length)
-        return args, {**kwargs, embedding_offset_name(module): self.config.prefix_length}
+        return args, {**kwargs, self._offset_name: self.config.prefix_length}
 
     def peft_config(self) -> dict:
         if self.config.layout != "peft":

@@ -169,8 +169,7 @@ def group_key(config: TrainConfig, imported: bool = False) -> str:
     if imported:
         settings["imported"] = True
     del settings["seed"]
-    links = config.method_class.run_links
-    settings["method_options"] = {k: v for k, v in config.method_options.items() if k not in links}
+    settings["method_options"] = config.setting_options
     text = json.dumps(settings, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
