@@ -8,6 +8,11 @@ and the hidden page below finds it afterwards. The default page's own path only 
 
 import streamlit as st
 
+from peftviz import jobpanel
+
+if jobpanel.policy().shared:  # a page's bug shows its kind, never a traceback naming the server's files
+    st.set_option("client.showErrorDetails", "type")
+
 PAGES = [
     st.Page("pages/0_home.py", title="Home", url_path="start", default=True),  # served at "/"
     st.Page("pages/6_Tour.py", title="Tour", url_path="Tour"),  # the presenter's view of the other pages

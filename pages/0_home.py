@@ -5,10 +5,12 @@ import os
 import streamlit as st
 
 from peftviz import appkit, jobpanel
+from peftviz.analysis.comparison import group_row
 from peftviz.config import METHOD_SETS, PRESETS, comparison, over_seeds
 from peftviz.methods import describe_methods
 from peftviz.paths import store_dir
-from peftviz.run_labels import group_row, measured_minutes, run_row
+from peftviz.progress import minutes_span
+from peftviz.run_labels import measured_minutes, shown_run_row
 from peftviz.store.runs import group_runs
 
 # the runs table fits a 1280-pixel window with the sidebar open (790 of 818 px): the group key and
@@ -21,13 +23,24 @@ RUN_COLUMN_CONFIG = {
     "seed": st.column_config.NumberColumn(width=40),
     "status": st.column_config.TextColumn(width=80),
     "epochs": st.column_config.TextColumn(width=50),
-    "best accuracy": st.column_config.NumberColumn("val acc", format="%.3f", width=60, help="best epoch's validation accuracy"),
-    "ECE": st.column_config.NumberColumn("val ECE", format="%.3f", width=60, help="best epoch's validation ECE"),
-    "test accuracy": st.column_config.NumberColumn("test acc", format="%.3f", width=60),
+    "best accuracy": st.column_config.TextColumn("val acc", width=60, help="best epoch's validation accuracy"),
+    "ECE": st.column_config.TextColumn("val ECE", width=60, help="best epoch's validation ECE"),
+    "test accuracy": st.column_config.TextColumn("test acc", width=60, help="the best epoch's model on the test split"),
     "trainable %": st.column_config.NumberColumn("trainable %", format="%.2f", width=85),
     "dataset": st.column_config.TextColumn(width=80),
     "model": st.column_config.TextColumn(width=70),
     "run": st.column_config.TextColumn("run folder", width=75),
+}  # fmt: skip
+# the groups table fits the same 818 px: a long dataset path or model name is cut, its full text on hover
+GROUP_COLUMN_CONFIG = {
+    "group": st.column_config.TextColumn(width=70),
+    "method": st.column_config.TextColumn(width=130),
+    "dataset": st.column_config.TextColumn(width=80),
+    "model": st.column_config.TextColumn(width=70),
+    "seeds": st.column_config.TextColumn(width=70),
+    "complete": st.column_config.NumberColumn(width=65),
+    "test accuracy": st.column_config.TextColumn(width=150),
+    "test ECE": st.column_config.TextColumn(width=150),
 }  # fmt: skip
 
 
@@ -53,25 +66,25 @@ def quick_time_note(runs) -> str:
                 f"finished in this store yet to time this one ({os.cpu_count()} CPU cores).")  # fmt: skip
     minutes = sorted(m for m, _ in found)
     where = sorted({w for _, w in found})
-    return (f"{minutes[0]:.1f} to {minutes[-1]:.1f} minutes per run ({len(found)} quick run(s) of this store, "
+    return (f"{minutes_span(minutes[0], minutes[-1])} minutes per run ({len(found)} quick run(s) of this store, "
             f"trained on {'; '.join(where)}), plus loading.")  # fmt: skip
 
 
+where = "the store" if jobpanel.policy().shared else f"`{store_dir()}`"  # a shared server keeps its paths
 appkit.page(
     "peftviz",
     "peftviz shows how parameter-efficient tuning changes a transformer text classifier. "
-    "It trains, or loads from `cache/`, classifiers tuned with the methods of two papers (Prefix-Propagation with "
+    f"It trains, or loads from {where}, classifiers tuned with the methods of two papers (Prefix-Propagation with "
     "its kernel form, and the Tiny-Attention adapter), the methods they improve on, and the baselines people use "
     "(listed at the bottom). The pages then show how well calibrated each method is, epoch by epoch, and where "
     "its attention goes.",
 )
 
 runs = appkit.runs()
-where = "the store" if jobpanel.policy().shared else f"`{store_dir()}`"  # a shared server keeps its paths
 st.subheader("Runs")
 if runs:
     st.dataframe(
-        [run_row(run) for run in runs],
+        [shown_run_row(run) for run in runs],  # scores as text: a missing one says why, not None
         hide_index=True,
         width="stretch",
         column_order=RUN_COLUMNS,
@@ -81,9 +94,13 @@ if runs:
     groups = group_runs(runs)
     if any(len(group.runs) > 1 for group in groups):
         st.subheader("Groups of seeds")
-        st.dataframe([group_row(group) for group in groups], hide_index=True, width="stretch")
-        st.caption("Runs that differ only in the training seed. Best-epoch validation numbers: mean over the seeds "
-                   "[95% t-interval]. The Calibration page compares the groups with significance tests.")  # fmt: skip
+        with st.spinner("Estimating each group's test numbers with their intervals…"):
+            rows = [appkit.per_run(group_row, group) for group in groups]  # cached until a run changes
+        st.dataframe(rows, hide_index=True, width="stretch", column_config=GROUP_COLUMN_CONFIG)
+        st.caption("Runs that differ only in the training seed. Test accuracy and ECE of the best epoch's models, "
+                   "as `report` and the Calibration page give them: the mean over the seeds that finished "
+                   "(complete) [95% interval from the two-level bootstrap over seeds and test documents; one run: "
+                   "over its test documents]. The Calibration page compares the groups with significance tests.")  # fmt: skip
 else:
     st.info(f"No runs in {where} yet.")
 

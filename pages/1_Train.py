@@ -17,6 +17,10 @@ from peftviz.uploads import as_uploaded, store_upload
 
 SETTINGS = ("epochs", "learning_rate", "max_length", "batch_size", "limit", "seed", "schedule", "pooling", "precision",
             "gradient_checkpointing")  # fmt: skip
+LABELS = {"epochs": "Epochs", "learning_rate": "Learning rate", "max_length": "Tokens per document",
+          "batch_size": "Batch size", "limit": "Examples per split", "seed": "First training seed",
+          "schedule": "Learning-rate schedule", "pooling": "Pooling", "precision": "Precision",
+          "gradient_checkpointing": "Gradient checkpointing"}  # fmt: skip
 
 appkit.page(
     "Train",
@@ -25,21 +29,27 @@ appkit.page(
     "Each setting's help text says what it does.",
 )
 server = jobpanel.policy()
-store_models = sorted({run.config.model for run in appkit.runs(usable_only=True)})
+store_runs = appkit.runs(usable_only=True)
+store_models = sorted({run.config.model for run in store_runs})
 if server.shared:
     st.info(
         "This server is shared: it trains on the built-in corpus or a file you upload (at most "
         f"{server.upload_limit // 2**20} MB), with one of its models: {', '.join(server.models(store_models))}. "
-        "Training jobs wait in line; you see your own."
+        f"Training jobs wait in line, at most {server.runs_per_visitor} runs of yours and {server.runs_queued} in all; "
+        "you see your own."
     )
 
 left, right = st.columns(2)
 with left:
     preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index("quick"))
     method = st.selectbox("Method", list(METHODS), index=list(METHODS).index(DEFAULT_METHOD))
-    source = st.radio("Data", ["built-in or hub name", "upload a file", "local path"], horizontal=True)
+    # a shared server offers no field a server path could be typed into
+    sources = (
+        ["built-in", "upload a file"] if server.shared else ["built-in or hub name", "upload a file", "local path"]
+    )
+    source = st.radio("Data", sources, horizontal=True)
     uploaded = None  # (where it is stored, the user's name for it): errors name the user's file
-    if source == "built-in or hub name":
+    if source in ("built-in", "built-in or hub name"):
         names = [BUILTIN] if server.shared else [BUILTIN, *HUB_DATASETS]
         dataset = st.selectbox("Dataset", names, help="hub names need the Hugging Face hub")
     elif source == "upload a file":
@@ -58,14 +68,25 @@ with left:
 defaults = preset_config(preset, method)
 with right:
     with st.expander("Training settings", expanded=True):
-        settings = appkit.options_form(TrainConfig, defaults.to_dict(), key=f"train.{preset}.{method}", only=SETTINGS)
+        settings = appkit.options_form(TrainConfig, defaults.to_dict(), key=f"train.{preset}.{method}", only=SETTINGS,
+                                       labels=LABELS)  # fmt: skip
         n_seeds = int(st.number_input(
-            "seeds", 1, 10, 1, help="train once per training seed: seed, seed + 1, …; the split stays the same, "
-            "so the runs form a group that the Calibration page shows as a mean with an interval",
+            "Number of seeds", 1, 10, 1, help="Train once per training seed, counting up from the first training seed "
+            "(first 4, two seeds: 4 and 5); the split stays the same, so the runs form a group that the Calibration "
+            "page shows as a mean with an interval",
         ))  # fmt: skip
     with st.expander(f"{method} options", expanded=True):
-        options = appkit.options_form(METHODS[method].config_class, defaults.method_options, key=method)
+        # an option naming another run is a choice among the store's runs that fit, never a typed path
+        links = {link: METHODS[method].linkable_runs(link, store_runs, model) for link in METHODS[method].run_links}
+        options = appkit.options_form(METHODS[method].config_class, defaults.method_options, key=method, links=links,
+                                      labels=dict.fromkeys(links, "Start from run"))  # fmt: skip
+rate_note = METHODS[method].learning_rate_note(settings["learning_rate"])
+if rate_note:
+    st.warning(rate_note)  # a warning, not a refusal: it trains as asked
 
+anew = st.checkbox("Train anew even if a run with these settings and seed exists", key="train_anew",
+                   help="without it, a run the store holds complete is not trained again and a stopped one is resumed; "
+                   "with it, a new run is trained and marked as a repeat, which no group counts as a seed")  # fmt: skip
 if st.button("Train", type="primary"):
     try:
         if not dataset:
@@ -75,10 +96,11 @@ if st.button("Train", type="primary"):
         server.check_model(model, store_models)
         # a value out of range raises a one-line ConfigError here, never falls back to a default
         config = preset_config(preset, method, model=model, dataset=dataset, method_options=options, **settings)
+        config.method_class.check_links(config, store_runs)  # a starting run gone from the store, or of another model
         check_machine(config)  # a precision or device this machine lacks: here, on the page, not in the job
         check_model(config.model)  # a model folder's config.json and tokenizer, without loading its weights
         load_data(config.dataset, seed=config.data_seed, limit=config.limit)
-        jobpanel.submit(over_seeds([config], list(range(config.seed, config.seed + n_seeds))))
+        jobpanel.submit(over_seeds([config], list(range(config.seed, config.seed + n_seeds))), force=anew)
     except PeftvizError as err:  # bad settings, data or model
         appkit.show_error(as_uploaded(str(err), *uploaded) if uploaded else err)
 

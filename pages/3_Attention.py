@@ -45,9 +45,10 @@ def prefix_rows_view(run, text: str, layer: int, head: int) -> tuple:
     return figures.prefix_rows_figure(rows, layer=layer, head=head), analysis.top_tokens_table(rows)
 
 
-# runs with prefix keys first: they are what this page is about
+# runs with prefix keys first: they are what this page is about; it opens on the newest of them
 by_prefix_first = sorted(appkit.runs(usable_only=True), key=lambda run: not run.method_class.prefix_keys)
-run = appkit.pick_run("Run", by_prefix_first, key="attention_run")
+newest = max(by_prefix_first, key=lambda run: (bool(run.method_class.prefix_keys), run.created), default=None)
+run = appkit.pick_run("Run", by_prefix_first, key="attention_run", default=newest)
 if run is None:
     st.stop()
 config = run.config

@@ -89,7 +89,8 @@ def show_group_averaging(run: Run, runs: list[Run]) -> None:
         appkit.show_error(err)
         return
     st.dataframe(table, hide_index=True, key="tiny_heads_group_table")
-    st.caption("mean: over the seeds of this setting; low–high: 95% Student t interval of that mean over the seeds; "
+    st.caption("mean: over the seeds of this setting; low–high: 95% Student t interval of that mean over the seeds, "
+               "cut to the quantity's range (a score to [0, 1], its change to [−1, 1]); "
                "change: each seed's after − before, then averaged. One column per seed: its own value.")  # fmt: skip
 
 

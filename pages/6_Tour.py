@@ -13,11 +13,10 @@ from peftviz.analysis import attention, kernel, tiny_heads
 from peftviz.analysis import calibration as calibration_analysis
 from peftviz.errors import PeftvizError
 from peftviz.figures import attention as attention_figures
-from peftviz.figures import calibration as calibration_figures
 from peftviz.figures import kernel as kernel_figures
 from peftviz.figures import palette
 from peftviz.figures import tiny_heads as tiny_figures
-from peftviz.figures.tour import presentable, trainable_figure
+from peftviz.figures.tour import ece_panels_figure, presentable, trainable_figure
 
 # projector legibility: larger body text and equations, less chrome; the heading shrinks with the
 # window so a step's title stays on one line and its figure above the fold of a 720-pixel window
@@ -64,9 +63,7 @@ def calibration_figure(runs, in_store):
     curves = pd.concat([appkit.per_run(calibration_analysis.ece_over_epochs, run, 10, "width", 200, names[run.name])
                         for run in runs])  # fmt: skip
     series = {names[run.name]: in_store[run.name] for run in runs}
-    return calibration_figures.ece_over_epochs_figure(
-        curves, "width", 10, "95% bootstrap interval over the validation examples", None, series
-    )
+    return ece_panels_figure(curves, "95% bootstrap interval over the validation examples", series, 10)
 
 
 def averaging_figure(runs, in_store):
@@ -85,12 +82,12 @@ def step_figure(key: str, runs, in_store):
     return presentable(FIGURES[key](runs, in_store))
 
 
-def draw(step: tour.Step) -> None:
-    """The step's figure from the store, or what to train for it, or the error that stopped it."""
-    runs = appkit.runs(usable_only=True)
-    picked = step.pick(runs)
+def draw(step: tour.Step, runs, comparison: tour.Comparison | None) -> None:
+    """The step's figure from the comparison's runs, or what to train for it, or the error that stopped it."""
+    picked = step.pick(comparison.runs) if comparison else []
     if not picked:
-        st.info(f"The store has no run for this step yet. {step.missing}")
+        where = f"{comparison.name} has" if comparison else "The store has"
+        st.info(f"{where} no run for this step yet. {step.missing}")
         return
     try:
         figure = appkit.shared(step_figure, step.key, picked, palette.store_series(runs))
@@ -111,9 +108,13 @@ forward.button("→", key="tour_next", shortcut="Right", disabled=index == len(t
 heading.title(f"{index + 1} / {len(tour.STEPS)} · {step.title}")
 if note := tour.unknown_step(asked):
     st.warning(note)
+store_runs = appkit.runs(usable_only=True)
+shown = tour.comparison_of(store_runs)
 text, drawing = st.columns([2, 3], gap="large")  # side by side: the figure starts under the heading
+if shown:
+    text.markdown(f"**Runs: {shown.name}**")
 text.markdown(step.text)
 text.latex(step.equation)
 with drawing:
-    draw(step)
+    draw(step, store_runs, shown)
 st.caption(" · ".join(f"step {i + 1}: {s.title.split(':')[0]}" for i, s in enumerate(tour.STEPS)))

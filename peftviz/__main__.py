@@ -39,7 +39,7 @@ from peftviz.errors import ConfigError, PeftvizError, RunError
 from peftviz.files import atomic_write
 from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.paths import reports_dir, store_dir
-from peftviz.run_labels import group_row, run_row
+from peftviz.run_labels import run_row
 from peftviz.store.runs import Run, group_runs, list_runs, load_run
 from peftviz.sweep import ENGINES, RayOptions, run_sweep
 from peftviz.tables import format_table
@@ -47,6 +47,11 @@ from peftviz.tables import format_table
 # settings that are not plain flags: the method has its own flag, and options come as --option
 NOT_FLAGS = {"method", "method_options"}
 SWEEP_WORDS = (("train", "new"), ("resume", "resumed"), ("skip", "already complete"))
+TRAIN_ONE_WORDS = {
+    "skip": "run {run} already holds these settings and seed, complete: nothing trained (--force trains a repeat)",
+    "resume": "resumed run {run}, which had stopped",
+    "train": "new run {run}",
+}
 MAX_FAILED_STATUS = 100  # a sweep's exit status is the number of runs that failed, up to this
 
 
@@ -95,8 +100,9 @@ def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
     sweep.add_argument("--retries", type=int, default=3, metavar="N",
                        help="with --engine ray: tries again when a run's worker process dies (default: 3)")  # fmt: skip
     sweep.add_argument("--force", action="store_true",
-                       help="train every configuration anew; without it a sweep skips those with a complete run in "
-                       "the store and resumes stopped ones")  # fmt: skip
+                       help="train every configuration anew, each marked as a repeat where the store has a run of "
+                       "its settings and seed; without it, train, compare and alpha-grid skip a configuration with "
+                       "a complete run in the store and resume a stopped one")  # fmt: skip
 
 
 def _seeds_flag(text: str) -> list[int]:
@@ -226,7 +232,7 @@ def _add_report_parser(commands) -> None:
                         help="groups of seeds: two-level bootstrap over seeds and test examples (default), or the "
                         "t-interval over seeds, which leaves out the test set's noise")  # fmt: skip
     report.add_argument("--csv", type=Path, default=None, metavar="PREFIX",
-                        help="write PREFIX-summary.csv and PREFIX-pairs.csv (default: cache/reports/report-<time>)")  # fmt: skip
+                        help=f"write PREFIX-summary.csv and PREFIX-pairs.csv (default: {reports_dir()}/report-<time>)")  # fmt: skip
     report.add_argument("--runs-dir", type=Path, default=store_dir())
 
 
@@ -342,16 +348,21 @@ def _sweep_configs(args: argparse.Namespace) -> list[TrainConfig]:
 
 
 def _train_one(config: TrainConfig, args: argparse.Namespace, is_main_process) -> int:
+    """One run, as a sweep of one (`peftviz.sweep`): skipped where the store has it complete, resumed where it
+    was stopped, unless --force; errors raise (one line, from `main`)."""
     from peftviz.progress import TerminalProgress
-    from peftviz.train import train  # torch and transformers load here
+    from peftviz.sweep import execute, plan
 
     if args.engine != "local":
         raise ConfigError("--engine ray spreads a sweep: give --seeds, or use compare or alpha-grid")
     started = time.perf_counter()
-    run = train(config, args.runs_dir, TerminalProgress())
+    (item,) = plan([config], args.runs_dir, args.force)
+    run = execute(item, args.runs_dir, [], "local", TerminalProgress())  # torch and transformers load here
     if is_main_process():
         print(format_table([comparison_row(run)]))
         print(f"\n1 run(s) in {(time.perf_counter() - started) / 60:.1f} minutes, stored in {args.runs_dir}")
+        repeat = f", a repeat of run {item.repeat_of}: not counted as a seed" if item.repeat_of else ""
+        print(TRAIN_ONE_WORDS[item.action].format(run=run.name) + repeat)
     return 0
 
 
@@ -376,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "runs":
             runs = list_runs(args.runs_dir)
             print(format_table([run_row(run) for run in runs]))
-            print("\nGroups (runs that differ only in the training seed):\n")
+            from peftviz.analysis.comparison import group_row  # numpy and pandas; no torch
+
+            print("\nGroups (runs that differ only in the training seed), test numbers as `report` gives them:\n")
             print(format_table([group_row(group) for group in group_runs(runs)]))
             return 0
         if args.command == "report":
@@ -389,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
 
         keep_freed_memory()
         configs = _sweep_configs(args)
-        if args.command == "train" and not args.seeds:  # one run, always trained: a train asks for a new run
+        if args.command == "train" and not args.seeds:  # one run: its own table and errors
             return _train_one(configs[0], args, is_main_process)
         started = time.perf_counter()
         bar = TerminalSweep()

@@ -125,7 +125,8 @@ def _run_token(run: Run) -> tuple:
 
 
 def _group_token(group: Group) -> tuple:
-    return group.key, tuple(_run_token(run) for run in group.runs)
+    """A group's runs and its repeats (which its row names): a repeat trained or removed changes the key."""
+    return group.key, tuple(_run_token(run) for run in group.runs + group.repeats)
 
 
 def per_run(compute: Callable, subject: Run | Group, *args, spinner: str | None = None, heavy: bool = False):
@@ -134,7 +135,7 @@ def per_run(compute: Callable, subject: Run | Group, *args, spinner: str | None 
 
     heavy: the result is large (a model, recorded attention), so few are kept.
     """
-    runs = subject.runs if isinstance(subject, Group) else [subject]
+    runs = subject.runs + subject.repeats if isinstance(subject, Group) else [subject]
     signature = tuple(map(_run_token, runs))
     key = f"{compute.__code__.co_filename}:{compute.__qualname__}"
     cached = _heavy if heavy else _light
@@ -218,22 +219,30 @@ def run_label(run: Run) -> str:
     return label or run_labels([run])[run.name]
 
 
-def pick_run(label: str, candidates: list[Run], key: str, help: str | None = None) -> Run | None:
-    """A selectbox of runs; None (with a note on the page) when there are none."""
+def pick_run(label: str, candidates: list[Run], key: str, help: str | None = None,
+             default: Run | None = None) -> Run | None:  # fmt: skip
+    """A selectbox of runs, opening on `default` (else the first); None (with a note on the page) when there are none."""
     if not candidates:
         st.info("No suitable runs in the store yet: train some on the Home or Train page.")
         return None
     root = store_dir()
     labels = _run_labels(str(root), store_signature(root))  # once, not once per entry
+    index = candidates.index(default) if default in candidates else 0
     return st.selectbox(label, candidates, format_func=lambda run: labels.get(run.name) or run_labels([run])[run.name],
-                        key=key, help=help)  # fmt: skip
+                        index=index, key=key, help=help)  # fmt: skip
 
 
 def not_applicable(runs: list[Run], applies: Callable[[Run], bool], why: str) -> None:
     """One sentence naming the methods of the store a page leaves out, and why, instead of hiding them silently."""
     left_out = sorted({run.config.method for run in runs if not applies(run)})
     if left_out:
-        st.caption(f"Not shown: {', '.join(left_out)}. {why[0].upper()}{why[1:]}.")
+        st.caption(f"Not shown: {', '.join(left_out)}. {sentence_start(why)}.")
+
+
+def sentence_start(text: str) -> str:
+    """`text` with its first letter upper-cased, unless it starts with a symbol: "λ(C) …" stays "λ(C)", not "Λ(C)"."""
+    first = text[:1]
+    return (first.upper() if first.isascii() else first) + text[1:]
 
 
 def side_by_side(explanations) -> None:
@@ -265,38 +274,76 @@ def current_page() -> str:
     return ctx.pages_manager.current_page_script_hash if ctx is not None else ""
 
 
-def options_form(option_class, defaults: dict, key: str, only: tuple[str, ...] | None = None) -> dict:
+def options_form(
+    option_class,
+    defaults: dict,
+    key: str,
+    only: tuple[str, ...] | None = None,
+    labels: dict[str, str] | None = None,
+    links: dict[str, list[Run]] | None = None,
+) -> dict:
     """One widget per field of an Options dataclass (or the fields in `only`), with its help text:
     a select box for fields with choices, a checkbox, a number or a text box. Returns the chosen values.
+
+    labels: a field's label on the page (default: its name); the help text then names the field as
+    the CLI and config.json do. links: fields that name another run (`run_links`), each with the runs
+    it may name: a select box of those runs (or none), whose value is the run's parameters' path. No
+    such field is ever a text box: a visitor of a shared server must not name a server path.
 
     Number fields get no min_value/max_value on purpose: Streamlit's browser widget refuses a value
     outside them by marking the field and keeping the previous value, so the page would train with a
     number the user did not choose. Every value is passed on as typed, and building the Options
     refuses it with one sentence naming the setting and its range, before anything starts."""
-    help_text, types, choices = option_class.help(), option_class.types(), option_class.choices()
+    types, choices, labels, links = option_class.types(), option_class.choices(), labels or {}, links or {}
     values = {}
     for f in fields(option_class):
         if only is not None and f.name not in only:
             continue
         default = defaults.get(f.name, f.default)
+        label, help_text = _label_and_help(f.name, labels.get(f.name), option_class.help()[f.name])
         widget_key = f"{key}.{f.name}"
-        if f.name in choices:
+        if f.name in links:
+            values[f.name] = _run_choice(label, links[f.name], default, help_text, widget_key)
+        elif f.name in choices:
             options = list(choices[f.name])
             index = options.index(default) if default in options else 0
-            values[f.name] = st.selectbox(f.name, options, index=index, help=help_text[f.name], key=widget_key)
+            values[f.name] = st.selectbox(label, options, index=index, help=help_text, key=widget_key)
         elif types[f.name] is bool:
-            values[f.name] = st.checkbox(f.name, bool(default), help=help_text[f.name], key=widget_key)
+            values[f.name] = st.checkbox(label, bool(default), help=help_text, key=widget_key)
         elif types[f.name] is int:  # an optional int (e.g. limit) may be left empty: None
-            number = st.number_input(f.name, value=default, step=1, help=help_text[f.name], key=widget_key)
+            number = st.number_input(label, value=default, step=1, help=help_text, key=widget_key)
             values[f.name] = None if number is None else int(number)
         elif types[f.name] is float:
-            values[f.name] = st.number_input(
-                f.name, value=float(default), format="%g", help=help_text[f.name], key=widget_key
-            )
+            values[f.name] = st.number_input(label, value=float(default), format="%g", help=help_text, key=widget_key)
         else:
-            text = st.text_input(
-                f.name, "" if default is None else str(default), help=help_text[f.name], key=widget_key
-            )
+            text = st.text_input(label, "" if default is None else str(default), help=help_text, key=widget_key)
             optional_and_empty = default is None and not text
             values[f.name] = None if optional_and_empty else text
     return values
+
+
+def _label_and_help(name: str, label: str | None, help_text: str) -> tuple[str, str]:
+    """A field's label and help: a readable label names the field in its help, as the CLI spells it."""
+    if label is None or label == name:
+        return name, help_text
+    return label, f"{help_text[0].upper()}{help_text[1:]} (`{name}`)"
+
+
+def _run_choice(label: str, runs: list[Run], default, help_text: str, key: str) -> str | None:
+    """A select box of the runs an option may name, or none: returns the chosen run's parameters' path."""
+    paths = [str(run.params_path) for run in runs]
+    names = dict(zip(paths, runs))
+    # a run chosen before stays chosen when it is no longer offered (deleted, or another model chosen since),
+    # so that Train says why it cannot start from it instead of training from scratch without a word
+    chosen = st.session_state.get(key)
+    options = [None, *paths, *([chosen] if chosen and chosen not in names else [])]
+    index = options.index(default) if default in options else 0
+    help_text += "; chosen among the store's runs that fit, or none"
+    return st.selectbox(label, options, index=index, help=help_text, key=key,
+                        format_func=lambda path: _linked_run_label(path, names))  # fmt: skip
+
+
+def _linked_run_label(path: str | None, offered: dict[str, Run]) -> str:
+    if path is None:
+        return "none"
+    return run_label(offered[path]) if path in offered else "a run no longer offered (gone, or of another model)"

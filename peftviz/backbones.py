@@ -9,7 +9,8 @@
 `load_encoder(name)` asks each source in that order whether the name is its own. A checkpoint's
 config.json, tokenizer and weights are checked as they load (model_folder.py): a bad one is a
 one-line ModelLoadError naming its file. `check_model(name)` runs the checks that need no weights
-(a local folder's config.json and tokenizer), for a form to call before it starts a training job.
+(a local folder's config.json and tokenizer; a hub id: in the local cache, or on a hub that answers),
+for a form to call before it starts a training job.
 Weights load in float32 whatever dtype the checkpoint was saved in: parameters stay float32 and
 mixed precision is the engine's (autocast). Every BERT-style
 encoder is loaded with the "peftviz" attention implementation (see attention.py), every
@@ -31,6 +32,7 @@ number positions from padding_idx + 1, so roberta-base's 514 rows hold 512 token
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +64,8 @@ __all__ = ["DEFAULT_MODEL", "ENCODERS",
 DEFAULT_MODEL = "minilm"
 # Random tiny encoders built from config, tokenised with MiniLM's tokenizer: for tests and the smoke preset.
 TINY_MODELS = ("tiny-bert", "tiny-roberta", "tiny-longformer")
+# how long a form waits for the hub to say whether it has a model (a job's download would retry for ~30 s)
+HUB_TIMEOUT_S = 5
 # pickled PyTorch weights, which are never loaded (transformers' WEIGHTS_NAME and WEIGHTS_INDEX_NAME)
 PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 
@@ -119,6 +123,38 @@ def _load_local(name: str):
     return _load_pretrained(_local_path(name), name, _check_local(name))
 
 
+def _hub_off() -> bool:
+    """Whether the hub is switched off, read now (huggingface_hub reads it once, at import)."""
+    return any(os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
+               for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))  # fmt: skip
+
+
+def _check_hub(name: str) -> None:
+    """A hub id, before a job waits on it: its config.json in this machine's Hugging Face cache, or else a
+    hub that is on and answers for it within HUB_TIMEOUT_S (a job's download retries for half a minute)."""
+    from huggingface_hub import HfApi, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
+
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return
+    except HFValidationError:
+        raise ModelLoadError(f"model {shown(name)} is neither a model folder nor a hub id (owner/name)") from None
+    missing = f"model '{name}' is not in this machine's Hugging Face cache"
+    if _hub_off():
+        raise ModelLoadError(f"{missing} and the hub is off (HF_HUB_OFFLINE): download it once where the hub is "
+                             f"reachable (hf download {name}), or give a model folder")  # fmt: skip
+    try:
+        HfApi().model_info(name, timeout=HUB_TIMEOUT_S)
+    except RepositoryNotFoundError:  # gated ones too: without a login the hub will not give them
+        raise ModelLoadError(
+            f"the Hugging Face hub has no model '{name}' this machine may read: check the id"
+        ) from None
+    except Exception as err:  # noqa: BLE001  (no network, DNS, proxy, timeout: all say the hub cannot be asked now)
+        raise ModelLoadError(f"{missing} and the hub cannot be reached ({type(err).__name__}): connect, or give a "
+                             "model folder") from None  # fmt: skip
+
+
 ENCODERS: tuple[EncoderSource, ...] = (
     EncoderSource(
         "minilm", lambda name: name == DEFAULT_MODEL, lambda name: _load_pretrained(str(minilm_path()), name)
@@ -126,7 +162,7 @@ ENCODERS: tuple[EncoderSource, ...] = (
     EncoderSource("long-minilm[-w<window>]", _is_long_minilm, _load_long_minilm),
     EncoderSource("tiny-bert | tiny-roberta | tiny-longformer", lambda name: name in TINY_MODELS, _load_tiny),
     EncoderSource("a local folder", _looks_local, _load_local, _check_local),
-    EncoderSource("a hub id", lambda name: True, lambda name: _load_pretrained(name, name)),
+    EncoderSource("a hub id", lambda name: True, lambda name: _load_pretrained(name, name), _check_hub),
 )
 
 
@@ -142,8 +178,8 @@ def load_encoder(name_or_path: str = DEFAULT_MODEL):
 
 def check_model(name_or_path: str = DEFAULT_MODEL) -> None:
     """Raise ModelLoadError for what can be known of a model without its weights: a local folder's
-    config.json and tokenizer (a hub id is checked when it loads). Cheap: for a form to call before it
-    starts a training job."""
+    config.json and tokenizer; a hub id in this machine's Hugging Face cache, or on a hub that answers
+    (`_check_hub`: at once when the hub is off). Cheap: for a form to call before it starts a training job."""
     next(source for source in ENCODERS if source.owns(name_or_path)).check(name_or_path)
 
 

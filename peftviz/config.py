@@ -131,6 +131,24 @@ class TrainConfig(Options):
         return {key: value for key, value in self.method_options.items() if key not in links}
 
     @property
+    def key_settings(self) -> dict:
+        """The settings as a group key reads them (`store.runs.group_key`): every field as its type declares
+        it, and of the method's options those that are settings and differ from the method's defaults.
+
+        The Train page stores every option (at its default unless changed), the CLI only those given: both
+        are the same configuration. Options equal to their default are dropped rather than defaults filled
+        in, so that a run stored with `{}` keeps the key it always had, and a method that gains an option
+        (with a default) keeps its runs' keys."""
+        settings = typed_values(self)
+        defaults = typed_values(self.method_class.config_class())
+        links = self.method_class.run_links
+        options = typed_values(self.method_config)
+        settings["method_options"] = {
+            name: value for name, value in options.items() if name not in links and value != defaults[name]
+        }
+        return settings
+
+    @property
     def method_config(self):
         """The method's options as its config object, defaults filled in."""
         return self.method_class.config_class.from_dict(self.method_options)
@@ -169,6 +187,16 @@ class TrainConfig(Options):
             )
         if not DEVICE.fullmatch(self.device):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, not {shown(self.device)}")
+
+
+def typed_values(options: Options) -> dict:
+    """An Options object's fields, an int given for a float field read as that float: 1 and 1.0 are the same
+    setting (a form may give either), though JSON writes them apart."""
+    types = type(options).types()
+    return {
+        name: float(value) if types[name] is float and type(value) is int else value
+        for name, value in options.to_dict().items()
+    }
 
 
 PRESETS: dict[str, dict[str, Any]] = {

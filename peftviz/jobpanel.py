@@ -19,7 +19,7 @@ import streamlit as st
 
 from peftviz.appkit import current_page, current_session, show_error
 from peftviz.errors import ConfigError
-from peftviz.jobs import Job, JobQueue, QueueFull
+from peftviz.jobs import AlreadyQueued, Job, JobQueue, QueueFull
 from peftviz.paths import store_dir
 from peftviz.policy import ServerPolicy, visitor_key
 
@@ -41,7 +41,8 @@ def policy() -> ServerPolicy:
 def job_queue() -> JobQueue:
     """One per server: every visitor's jobs wait in the same line."""
     server = policy()
-    return JobQueue(server.max_running, server.max_waiting, server.per_visitor)
+    return JobQueue(server.max_running, server.max_waiting, server.per_visitor,
+                    runs_per_owner=server.runs_per_visitor, max_runs=server.runs_queued)  # fmt: skip
 
 
 def visitor() -> str:
@@ -60,13 +61,17 @@ def may_cancel(job: Job) -> bool:
     return bool(server.owner_token) and st.session_state.get("jobpanel.server_owner", False)
 
 
-def submit(configs, resume=(), engine: str = "local", imports=()) -> Job | None:
+def submit(configs, resume=(), engine: str = "local", imports=(), force: bool = False) -> Job | None:
     """Queue a Train (or Import) press for this visitor. A press the queue refuses is said on the page,
-    never dropped in silence; returns the job, or None when refused."""
+    never dropped in silence; returns the job, or None when refused. A press for the runs an active job
+    already trains (a double click) queues nothing and says so; returns that job."""
     try:
         return job_queue().submit(
-            configs, store_dir(), visitor(), tuple(resume), current_page(), engine, tuple(imports)
+            configs, store_dir(), visitor(), tuple(resume), current_page(), engine, tuple(imports), force
         )
+    except AlreadyQueued as err:
+        st.info(str(err))
+        return err.job if err.own else None
     except QueueFull as err:
         show_error(err)
         return None
@@ -171,15 +176,18 @@ def _progress_text(job: Job, name: str) -> str:
     event = job.progress.get(name)
     if event is None:
         return name
+    stopped = not job.active and name not in job.run_ended  # cancelled or failed in this phase
     if name in {request.title for request in job.imports}:
-        return f"{name}: {event.phase}"
-    return f"{name}: epoch {event.epoch}/{event.epochs}, {event.phase}"
+        return f"{name}: {'stopped in ' if stopped else ''}{event.phase}"
+    return f"{name}: {'stopped in ' if stopped else ''}epoch {event.epoch}/{event.epochs}, {event.phase}"
 
 
 def _draw_others_job(queue: JobQueue, job: Job) -> None:
-    """Shown to the server's owner only: that a visitor's job exists and can be cancelled, not its settings."""
+    """Shown to the server's owner only: that a visitor's job exists and can be cancelled, not its settings.
+    A visitor is a browser, and two browsers cannot be told apart from two people: the job may be this
+    person's own, pressed in another browser."""
     with st.container(border=True):
-        st.markdown(f"**Job {job.id}** of another visitor: {_status_line(queue, job)}")
+        st.markdown(f"**Job {job.id}** from another browser or visitor: {_status_line(queue, job)}")
         _cancel_button(queue, job)
 
 

@@ -31,8 +31,8 @@ from pathlib import Path
 from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError
 from peftviz.exchange.request import ImportRequest
-from peftviz.progress import Progress
-from peftviz.store.runs import Run
+from peftviz.progress import ENDED, SKIPPED, Pace, Progress
+from peftviz.store.runs import Run, group_key
 from peftviz.worker import compare_in_process
 
 KEEP_FINISHED = 50  # finished jobs kept for their owners' pages; older ones are forgotten
@@ -41,6 +41,16 @@ _ids = itertools.count(1)
 
 class QueueFull(PeftvizError):
     """A job the queue refused; the message says why."""
+
+
+class AlreadyQueued(QueueFull):
+    """A job refused because an active job trains the same runs (`job`: that one; `own`: the same visitor's)."""
+
+    def __init__(self, job: Job, own: bool):
+        doing = "waits in line" if job.status == "waiting" else "is training"
+        whose = f"your job {job.id}" if own else "a job from another browser or visitor"
+        super().__init__(f"Already queued: {whose} {doing} with the same settings and seeds; it stores these runs")
+        self.job, self.own = job, own
 
 
 @dataclass
@@ -52,6 +62,7 @@ class Job:
     resume: list[Run] = field(default_factory=list)  # incomplete runs to continue, before the configs
     engine: str = "local"  # the configs one after another in the child ("local"), or each a Ray task ("ray")
     imports: list[ImportRequest] = field(default_factory=list)  # models to import, after the configs
+    force: bool = False  # train the configs anew even where the store has their runs (`peftviz.sweep`)
     id: int = field(default_factory=lambda: next(_ids))
     status: str = "waiting"  # waiting, running, done, failed, cancelled
     error: str = ""
@@ -62,6 +73,7 @@ class Job:
     ended: float | None = None
     run_started: dict[str, float] = field(default_factory=dict)  # run name -> time of its first event
     run_ended: dict[str, float] = field(default_factory=dict)  # run name -> time of its "done" event
+    paces: dict[str, Pace] = field(default_factory=dict)  # run name -> its steps and evaluations, timed
     cancel_requested: bool = False
     stop: Callable[[], None] | None = None  # stops the child process while it runs
 
@@ -69,38 +81,83 @@ class Job:
     def active(self) -> bool:
         return self.status in ("waiting", "running")
 
+    def trains_the_same(self, other: Job) -> bool:
+        """Whether both jobs train the same configurations (group key and seed, as `peftviz.sweep` knows them)
+        into one store, both forced or neither."""
+        same_runs = _sweep_keys(self.configs) == _sweep_keys(other.configs)
+        return same_runs and (self.runs_dir, self.force) == (other.runs_dir, other.force)
+
     @property
     def names(self) -> list[str]:
         """The runs' display names, as their Progress events call them."""
         resumed, trained = [run.config.run_title for run in self.resume], [config.run_title for config in self.configs]
         return resumed + trained + [request.title for request in self.imports]
 
-    def record(self, event: Progress) -> None:
-        """Keep a run's latest event, and when it started and ended."""
-        now = time.time()
+    @property
+    def runs_left(self) -> int:
+        """Runs of the job not yet ended: all of them while it waits; none once it has ended."""
+        return len(self.names) - len(self.run_ended) if self.active else 0
+
+    def record(self, event: Progress, now: float | None = None) -> None:
+        """Keep a run's latest event, when it started and ended, and the times of its steps (`Pace`)."""
+        now = time.time() if now is None else now
         self.run_started.setdefault(event.run, now)
-        if event.phase == "done":
+        if event.phase in ENDED:
             self.run_ended[event.run] = now
         self.progress[event.run] = event
+        self.paces.setdefault(event.run, Pace()).observe(event, now)
 
-    def timing(self, name: str | None = None) -> str:
-        """Run `name`'s time (or the whole job's: None), "1:05 elapsed, about 2:10 left"; the time left
-        assumes what is left goes at the pace so far. Empty before anything has started."""
+    def timing(self, name: str | None = None, now: float | None = None) -> str:
+        """Run `name`'s time (or the whole job's: None): "1:05 elapsed, about 2:10 left" while it trains, the
+        time left from its measured steps and evaluations (`time_left`); "took 3:15" once done, "stopped after
+        1:06" once cancelled or failed: the clock stops at the end. Empty before anything has started."""
+        now = time.time() if now is None else now
         if name is None:
-            start, end = self.started, self.ended
-            fraction = sum(map(self.fraction_done, self.names)) / max(1, len(self.names))
+            start, end, ended_well = self.started, self.ended, self.status == "done"
         else:
-            start, end, fraction = self.run_started.get(name), self.run_ended.get(name), self.fraction_done(name)
+            if self.progress.get(name) and self.progress[name].phase == SKIPPED:
+                return ""  # not trained: nothing was timed
+            start, end = self.run_started.get(name), self.run_ended.get(name)
+            ended_well = end is not None
+            end = end or (None if self.active else self.ended)  # a cancelled or failed job's run stopped with it
         if start is None:
             return ""
-        return elapsed_and_left((end or time.time()) - start, fraction, finished=end is not None)
+        if end is not None:
+            return f"{'took' if ended_well else 'stopped after'} {clock(end - start)}"
+        return f"{clock(now - start)} elapsed, {left_text(self.time_left(name, now))}"
+
+    def time_left(self, name: str | None = None, now: float | None = None) -> tuple[float, bool] | None:
+        """(seconds, whether every part was measured) left of run `name` or of the whole job; None until its
+        running run has timed MEASURED_STEPS steps. A run not yet started is taken to last as long as the
+        job's runs that ended so far (or, before any did, as the running one is estimated to)."""
+        now = time.time() if now is None else now
+        if name is not None:
+            return self.paces[name].seconds_left() if name in self.paces and name not in self.run_ended else None
+        running = {n: self.time_left(n) for n in self.names if n in self.run_started and n not in self.run_ended}
+        if None in running.values():
+            return None
+        waiting = len(self.names) - len(running) - len(self.run_ended)
+        per_run = self._seconds_per_run(running, now) if waiting else 0.0
+        if per_run is None:
+            return None
+        left = sum(seconds for seconds, _ in running.values()) + waiting * per_run
+        return left, all(measured for _, measured in running.values())
+
+    def _seconds_per_run(self, running: dict[str, tuple[float, bool]], now: float) -> float | None:
+        """How long a run of this job takes: the mean of those that ended (trained, not skipped); before any
+        has, the running runs' whole length as estimated now (`running`: name -> its time left); else None."""
+        took = [self.run_ended[n] - self.run_started[n] for n in self.run_ended
+                if n in self.run_started and self.progress[n].phase != SKIPPED]  # fmt: skip
+        if not took:
+            took = [now - self.run_started[n] + left for n, (left, _) in running.items()]
+        return sum(took) / len(took) if took else None
 
     def fraction_done(self, name: str) -> float:
         """How far run `name` is, 0 to 1, counting epochs and batches."""
         event = self.progress.get(name)
         if event is None:
             return 0.0
-        if event.phase == "done":
+        if event.phase in ENDED:
             return 1.0
         within = event.batch / event.batches if event.batches else 1.0
         return min(1.0, (event.epoch - 1 + within) / event.epochs)
@@ -110,11 +167,15 @@ class JobQueue:
     """Jobs in submission order; at most `max_running` train at once.
 
     max_waiting: jobs that may wait in all; per_owner: active jobs (waiting or running) a visitor
-    may have (None: no limit, the single-user default).
+    may have (None: no limit, the single-user default). runs_per_owner and max_runs: runs not yet
+    ended (`Job.runs_left`) that a visitor's active jobs, and all active jobs, may hold (None: no limit):
+    one job may hold a whole comparison at ten seeds.
     """
 
-    def __init__(self, max_running: int = 1, max_waiting: int = 20, per_owner: int | None = None, train=None):
+    def __init__(self, max_running: int = 1, max_waiting: int = 20, per_owner: int | None = None, train=None,
+                 runs_per_owner: int | None = None, max_runs: int | None = None):  # fmt: skip
         self.max_running, self.max_waiting, self.per_owner = max_running, max_waiting, per_owner
+        self.runs_per_owner, self.max_runs = runs_per_owner, max_runs
         self._train = train or train_in_process  # tests swap in a fake trainer: train(job) -> runs
         self._lock = threading.Lock()
         self.jobs: list[Job] = []
@@ -128,14 +189,17 @@ class JobQueue:
         origin: str = "",
         engine: str = "local",
         imports: tuple[ImportRequest, ...] = (),
+        force: bool = False,
     ) -> Job:
         """Queue a job (it starts at once if a place is free); raises QueueFull when it cannot wait.
         resume: incomplete runs it continues first (their own settings), as `train --resume`;
         imports: models to import (`peftviz.exchange`), after the configs."""
-        job = Job(list(configs), Path(runs_dir), owner, origin, list(resume), engine, list(imports))
+        job = Job(list(configs), Path(runs_dir), owner, origin, list(resume), engine, list(imports), force)
         with self._lock:
             self._check_room(owner)
+            self._check_runs(job)
             self._check_not_queued(job.resume)
+            self._check_not_the_same(job)
             self.jobs.append(job)
             self._forget_old()
         self._dispatch()
@@ -149,11 +213,33 @@ class JobQueue:
         if len(self.waiting()) >= self.max_waiting:
             raise QueueFull(f"{self.max_waiting} jobs are already waiting; try again when one has started")
 
+    def _check_runs(self, job: Job) -> None:
+        """The run limits: a visitor's runs waiting or training, and everyone's (which a new browser cannot escape)."""
+        asked, active = job.runs_left, self.active()
+        mine = sum(other.runs_left for other in active if other.owner == job.owner)
+        if self.runs_per_owner is not None and mine + asked > self.runs_per_owner:
+            raise QueueFull(
+                f"this server trains at most {self.runs_per_owner} runs per visitor at a time: you have {mine} waiting "
+                f"or training and this asks for {asked} more; fewer seeds or methods, or wait for yours to finish"
+            )
+        everyone = sum(other.runs_left for other in active)
+        if self.max_runs is not None and everyone + asked > self.max_runs:
+            raise QueueFull(
+                f"this server holds at most {self.max_runs} runs waiting or training in all: {everyone} are, and this "
+                f"asks for {asked} more; try fewer, or again when some have finished"
+            )
+
     def _check_not_queued(self, resume: list[Run]) -> None:
         queued = {run.path for job in self.active() for run in job.resume}
         for run in resume:
             if run.path in queued:
                 raise QueueFull(f"run {run.name} is already queued to resume")
+
+    def _check_not_the_same(self, job: Job) -> None:
+        """A job that trains the same runs as an active one (a double click) is not queued twice."""
+        same = [other for other in self.active() if job.configs and other.trains_the_same(job)]
+        if same:
+            raise AlreadyQueued(same[0], own=same[0].owner == job.owner)
 
     def _forget_old(self) -> None:
         finished = [job for job in self.jobs if not job.active]
@@ -213,6 +299,10 @@ class JobQueue:
             self._dispatch()
 
 
+def _sweep_keys(configs: list[TrainConfig]) -> set[tuple[str, int]]:
+    return {(group_key(config), config.seed) for config in configs}
+
+
 def train_in_process(job: Job) -> list[Run]:
     """Train a job's runs in a child process (`peftviz.worker`), stoppable by `JobQueue.cancel`."""
 
@@ -222,7 +312,9 @@ def train_in_process(job: Job) -> list[Run]:
             stop()
 
     resumed = [run.path for run in job.resume]
-    return compare_in_process(job.configs, job.runs_dir, job.record, resumed, stoppable, job.engine, job.imports)
+    return compare_in_process(
+        job.configs, job.runs_dir, job.record, resumed, stoppable, job.engine, job.imports, job.force
+    )
 
 
 def clock(seconds: float) -> str:
@@ -232,12 +324,10 @@ def clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def elapsed_and_left(elapsed: float, fraction: float, finished: bool = False) -> str:
-    """What a progress bar says about time: elapsed, and an estimate of what is left from the pace so
-    far (none until 1% is done: the first batches include loading the model)."""
-    text = f"{clock(elapsed)} elapsed"
-    if finished or fraction >= 1.0:
-        return f"took {clock(elapsed)}"
-    if fraction < 0.01:
-        return text
-    return f"{text}, about {clock(elapsed * (1 - fraction) / fraction)} left"
+def left_text(left: tuple[float, bool] | None) -> str:
+    """ "about 2:10 left"; "at least 2:10 left" while no evaluation has been timed (steps only); "estimating…"
+    before anything is measured (the first steps include loading the model: a pace from them was 8× off)."""
+    if left is None:
+        return "estimating…"
+    seconds, measured = left
+    return f"{'about' if measured else 'at least'} {clock(seconds)} left"

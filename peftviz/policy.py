@@ -4,13 +4,20 @@
     PEFTVIZ_JOBS=N            training jobs that run at once (default 1); others wait in line
     PEFTVIZ_QUEUE=N           jobs that may wait in all (default 20)
     PEFTVIZ_JOBS_PER_VISITOR  jobs a visitor may have waiting or training (shared default 2)
+    PEFTVIZ_RUNS_PER_VISITOR  runs a visitor's jobs may hold waiting or training (shared default 12): a job
+                              of a comparison at 10 seeds is one job of 60 or more runs
+    PEFTVIZ_RUNS_QUEUED       runs that may wait or train in all, every visitor's together (shared
+                              default 60): what a visitor who opens a new browser (a new visitor) cannot escape
     PEFTVIZ_UPLOAD_MB=N       largest dataset upload in MB (shared default 25, else 512)
     PEFTVIZ_OWNER_TOKEN=T     shared mode: a visitor who opens the app with ?owner=T may cancel
                               any visitor's job (everyone may cancel their own)
 
 In shared mode the browser cannot name anything on the server: data are the built-in corpus or
-an upload (stored under a name peftviz makes from its content, `peftviz.uploads`), and models are
-the built-in encoders or those the store's runs were trained on. Anything else is refused by a
+an upload (stored under a name peftviz makes from its content, `peftviz.uploads`; the Train page
+offers no "local path"), models are the built-in encoders or those the store's runs were trained
+on, and a run to start from is chosen among the store's runs (a select box, never a typed path:
+`PeftMethod.linkable_runs`). The run limits count runs, not jobs: one job may hold a comparison at
+ten seeds (`jobs.JobQueue`). Anything else is refused by a
 sentence that depends only on what was typed, never on the server's files: `check_dataset` and
 `check_model` decide from the string alone, before anything is opened, so a visitor cannot learn
 whether a path exists or what it holds, and cannot make the server wait on the hub. (The
@@ -29,10 +36,14 @@ from pathlib import PurePath
 
 from peftviz.errors import ConfigError, DataError, ModelLoadError
 from peftviz.files import MB
+from peftviz.uploads import UPLOAD_NAME
 
 BUILTIN_MODELS = ("minilm", "tiny-bert", "tiny-roberta", "tiny-longformer")
 LONG_MINILM = re.compile(r"long-minilm(-w\d+)?")
-UPLOAD_NAME = re.compile(r"[0-9a-f]{16}\.(csv|jsonl)")  # uploads.upload_path's names
+# a shared server's run limits: 12 runs are the papers' six methods at two seeds (the quick preset is
+# sized for six runs in under 12 minutes on 2 CPU cores, `config.PRESETS`); 60 are five visitors' worth
+RUNS_PER_VISITOR = 12
+RUNS_QUEUED = 60
 DATASET_REFUSED = (
     "this server is shared: it trains on the built-in corpus or a file you upload, not on server paths or hub datasets"
 )
@@ -53,6 +64,8 @@ class ServerPolicy:
     max_running: int = 1
     max_waiting: int = 20
     per_visitor: int | None = None  # None: no limit (the single-user server)
+    runs_per_visitor: int | None = None  # runs not yet trained in a visitor's jobs; None: no limit
+    runs_queued: int | None = None  # runs not yet trained in all jobs; None: no limit
     upload_limit: int = 512 * MB  # bytes
     owner_token: str = ""
 
@@ -65,6 +78,8 @@ class ServerPolicy:
             max_running=_number("PEFTVIZ_JOBS", 1),
             max_waiting=_number("PEFTVIZ_QUEUE", 20),
             per_visitor=_number("PEFTVIZ_JOBS_PER_VISITOR", 2) if shared else None,
+            runs_per_visitor=_number("PEFTVIZ_RUNS_PER_VISITOR", RUNS_PER_VISITOR) if shared else None,
+            runs_queued=_number("PEFTVIZ_RUNS_QUEUED", RUNS_QUEUED) if shared else None,
             upload_limit=_number("PEFTVIZ_UPLOAD_MB", 25 if shared else 512) * MB,
             owner_token=os.environ.get("PEFTVIZ_OWNER_TOKEN", "") if shared else "",
         )

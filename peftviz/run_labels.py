@@ -11,31 +11,8 @@ import os
 from pathlib import Path
 
 from peftviz.config import TrainConfig
-from peftviz.store.runs import Group, Run
-
-
-def group_row(group: Group) -> dict:
-    """One row of the groups table: the group's best-epoch validation numbers as mean [95% t-interval]."""
-    from peftviz.calibration.stats import t_interval
-
-    def mean_interval(key: str) -> str:
-        values = [run.best_metrics[key] for run in group.runs if key in run.best_metrics]
-        if not values:
-            return "–"
-        mean, low, high = t_interval(values)
-        return f"{mean:.4f}" if len(values) < 2 else f"{mean:.4f} [{low:.4f}, {high:.4f}]"
-
-    first = group.runs[0].config
-    return {
-        "group": group.key,
-        "method": group.label,
-        "dataset": first.dataset,
-        "model": first.model,
-        "seeds": ",".join(map(str, group.seeds)),
-        "complete": sum(run.status == "complete" for run in group.runs),
-        "best val accuracy": mean_interval("accuracy"),
-        "val ECE": mean_interval("ece"),
-    }
+from peftviz.store.runs import Run
+from peftviz.uploads import dataset_label
 
 
 def trained_by(run: Run) -> str | None:
@@ -60,10 +37,11 @@ def run_row(run: Run) -> dict:
         "run": run.name,
         "method": run.label,
         "seed": run.seed,
+        "repeat of": run.repeat_of,  # a forced repeat: the run of the same settings and seed it repeats
         "group": run.group_key if run.status != "corrupt" else None,
         "status": run.status if not run.error else f"{run.status}: {run.error}",
         "trained by": trained_by(run),
-        "dataset": config.dataset if config else "?",
+        "dataset": dataset_label(config.dataset) if config else "?",
         "model": config.model if config else "?",
         "epochs": f"{run.epochs_done}/{config.epochs if config else '?'}",
         "best accuracy": best.get("accuracy"),
@@ -72,6 +50,22 @@ def run_row(run: Run) -> dict:
         "trainable": trainable,
         "trainable %": 100 * trainable / params["total"] if trainable and params.get("total") else None,
     }
+
+
+NOT_YET = "not yet"  # a number a run still training (or stopped, to be resumed) has not reached
+SHOWN_SCORES = ("best accuracy", "ECE", "test accuracy")  # run_row's scores, in [0, 1]
+
+
+def shown_run_row(run: Run) -> dict:
+    """`run_row` for a table a person reads (Home): its scores as text to three decimals, and a missing
+    one said for what it is, "not yet" for a run that has not finished (training or incomplete) and "—"
+    for one that never will, where a grid would print None."""
+    row = run_row(run)
+    pending = run.status in ("training", "incomplete")
+    for column in SHOWN_SCORES:
+        value = row[column]
+        row[column] = f"{value:.3f}" if value is not None else NOT_YET if pending else "—"
+    return row
 
 
 def data_changed(run: Run) -> str | None:
@@ -105,7 +99,9 @@ def _label_settings(config: TrainConfig) -> dict:
 
 
 def _shown_setting(name: str, value) -> str:
-    if isinstance(value, float):
+    if name == "dataset" and isinstance(value, str) and dataset_label(value) != value:
+        value = dataset_label(value)  # an upload: the name it was uploaded under, not its content's hash
+    elif isinstance(value, float):
         value = f"{value:g}"
     elif isinstance(value, str) and ("/" in value or os.sep in value):
         value = Path(value).name  # a data file or model folder: its name

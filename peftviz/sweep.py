@@ -3,9 +3,11 @@
 A sweep is a list of `TrainConfig`s (`config.comparison`, `config.alpha_grid`, `config.over_seeds`).
 Before it trains anything, `plan` looks in the store: a configuration that has a complete run is
 skipped, one whose run was stopped (incomplete) is resumed from its last finished epoch, and the rest
-are trained; `force` trains them all anew. A configuration is known by its group key and seed
-(`store.runs.group_key`): the same settings, the same seed. So running a sweep again trains only
-what is missing, and an interrupted sweep is finished by running its command again.
+are trained; `force` trains them all anew, each new run beside one of its configuration recording
+that run as `repeat_of` (a group counts one run per seed: `store.runs.group_runs`). A configuration
+is known by its group key and seed (`store.runs.group_key`): the same settings, normalised, the same
+seed. So running a sweep again trains only what is missing, and an interrupted sweep is finished by
+running its command again. The CLI's `train` and the app's jobs (`peftviz.worker`) go through it too.
 
 Engines (`ENGINES`):
 
@@ -34,7 +36,7 @@ from typing import Literal
 
 from peftviz.config import TrainConfig
 from peftviz.errors import ConfigError, PeftvizError
-from peftviz.store.runs import Run, group_key, list_runs, load_run
+from peftviz.store.runs import Run, group_key, list_runs, load_run, original_first
 
 ENGINES = ("local", "ray")
 Action = Literal["train", "resume", "skip"]
@@ -48,6 +50,7 @@ class Planned:
     action: Action
     run: Path | None = None  # the complete run skipped, or the stopped run resumed
     after: tuple[int, ...] = ()  # indices of the planned configurations it starts from (same seed, before it)
+    repeat_of: str | None = None  # trained beside a run of its key and seed (forced): that run's folder name
 
 
 @dataclass
@@ -57,6 +60,7 @@ class Outcome:
     planned: Planned
     run: Run | None = None
     error: str = ""
+    error_kind: str = ""  # the PeftvizError's class name where the error was one (the app's job shows its kind)
 
     @property
     def failed(self) -> bool:
@@ -104,19 +108,27 @@ def plan(configs: list[TrainConfig], runs_dir: Path, force: bool = False) -> lis
     for run in list_runs(runs_dir):
         for key in stored_keys(run.config) if run.config is not None and not run.imported else ():
             found.setdefault(key, []).append(run)
-    planned = []
-    for index, config in enumerate(configs):
-        after = _prerequisites(configs, index)
-        runs = [] if force else found.get(sweep_key(config), [])
-        complete = [run for run in runs if run.status == "complete"]
-        stopped = [run for run in runs if run.status == "incomplete"]
-        if complete:
-            planned.append(Planned(config, "skip", complete[-1].path, after))
-        elif stopped:
-            planned.append(Planned(config, "resume", stopped[-1].path, after))
-        else:
-            planned.append(Planned(config, "train", None, after))
-    return planned
+    return [
+        _planned(config, sorted(found.get(sweep_key(config), []), key=original_first), force,
+                 _prerequisites(configs, index))
+        for index, config in enumerate(configs)
+    ]  # fmt: skip
+
+
+def _planned(config: TrainConfig, runs: list[Run], force: bool, after: tuple[int, ...]) -> Planned:
+    """Skip the run that stands for the configuration (the one its group counts, `original_first`),
+    else resume the stopped one furthest along, else train; forced, always train. A run trained beside
+    a complete, stopped or live one of its key and seed records it (`repeat_of`): the group counts one."""
+    standing = [run for run in runs if run.status in ("complete", "incomplete", "training")]
+    repeat_of = standing[0].name if standing else None
+    if force:
+        return Planned(config, "train", None, after, repeat_of)
+    if standing and standing[0].status == "complete":
+        return Planned(config, "skip", standing[0].path, after)
+    stopped = [run for run in standing if run.status == "incomplete"]
+    if stopped:
+        return Planned(config, "resume", stopped[0].path, after)
+    return Planned(config, "train", None, after, repeat_of)
 
 
 def _prerequisites(configs: list[TrainConfig], index: int) -> tuple[int, ...]:
@@ -178,7 +190,7 @@ def _run_local(planned, runs_dir, counts, report, run_progress) -> list[Outcome]
             run = execute(item, runs_dir, earlier, "local", run_progress, _data(item.config, data_cache))
             outcome = Outcome(item, run, run.error)
         except PeftvizError as err:
-            outcome = Outcome(item, None, str(err).splitlines()[0])
+            outcome = Outcome(item, None, (str(err) or type(err).__name__).splitlines()[0], type(err).__name__)
         outcomes.append(outcome)
         finished(counts, outcome, report, was_running=item.action != "skip")
     return outcomes
@@ -203,7 +215,7 @@ def execute(item: Planned, runs_dir: Path, earlier: list[Run], engine: str, prog
     if item.action == "resume":
         return resume(load_run(item.run), progress, sweep_engine=engine)
     config = item.config.method_class.before_training(item.config, earlier)
-    return Trainer(config, runs_dir, progress, sweep_engine=engine).run(data)
+    return Trainer(config, runs_dir, progress, sweep_engine=engine, repeat_of=item.repeat_of).run(data)
 
 
 def retried(item: Planned, runs_dir: Path, since: str) -> Planned:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 def format_table(rows: list[dict]) -> str:
-    """Rows of dicts -> a markdown table; floats to 3 significant digits."""
+    """Rows of dicts -> a markdown table; floats to 3 significant digits. The columns are every key of any
+    row, in order of first appearance; a row without one shows "–" there (None too)."""
     if not rows:
         return "(none)"
 
@@ -15,7 +16,7 @@ def format_table(rows: list[dict]) -> str:
             return f"{value:.3g}"
         return str(value)
 
-    header = list(rows[0])
+    header = list(dict.fromkeys(key for row in rows for key in row))
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(row[key]) for key in header) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell(row.get(key)) for key in header) + " |" for row in rows]
     return "\n".join(lines)

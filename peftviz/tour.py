@@ -9,15 +9,26 @@ method to train instead of drawing an empty figure. The steps, in order:
 3. kernel            λ(C) against α: what the kernel form fixes to a constant
 4. calibration       ECE over epochs, one line per method
 5. averaging         tiny-attention's heads: how different they became, before they are averaged
+
+Every step draws from one comparison (`comparison_of`): the complete runs trained on one model and
+dataset with the same data and budget (`COMPARISON_SETTINGS`), so that the steps compare like with like
+and can name what they show. The store may hold several; the Tour takes the one that covers the most of
+the papers' methods, then the default model's, then the newest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from peftviz.analysis import kernel, tiny_heads
+from peftviz.config import TrainConfig, comparison_methods
 from peftviz.store.runs import Run
+
+# what the runs of one comparison share: the encoder, the data and its split, and the training budget
+# (the learning rate is each method's own under a preset, so it is left out)
+COMPARISON_SETTINGS = ("model", "dataset", "limit", "max_length", "data_seed", "epochs")
+DEFAULT_MODEL = next(f.default for f in fields(TrainConfig) if f.name == "model")
 
 
 @dataclass(frozen=True)
@@ -30,13 +41,59 @@ class Step:
     pick: Callable[[list[Run]], list[Run]]  # the runs the figure is drawn from; [] when none fits
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """The complete runs the Tour draws from: one model and dataset, the same data and budget."""
+
+    settings: dict  # COMPARISON_SETTINGS -> their values
+    runs: list[Run]  # the newest complete run of each label, in the store's order
+
+    @property
+    def name(self) -> str:
+        """ "minilm on bbc-news (120 examples per split, 32 tokens, 2 epochs)": what every step names."""
+        limit = self.settings["limit"]
+        examples = f"{limit} examples per split, " if limit else ""
+        epochs = self.settings["epochs"]
+        return (f"{self.settings['model']} on {self.settings['dataset']} ({examples}{self.settings['max_length']} "
+                f"tokens, {epochs} epoch{'s' if epochs != 1 else ''})")  # fmt: skip
+
+
+def comparison_settings(run: Run) -> tuple:
+    return tuple(getattr(run.config, name) for name in COMPARISON_SETTINGS)
+
+
+def comparisons(runs: list[Run]) -> list[Comparison]:
+    """The store's comparisons (complete runs trained here, by COMPARISON_SETTINGS), the Tour's choice first:
+    the one covering the most of the papers' methods, then the default model's, then the newest."""
+    by_settings: dict[tuple, list[int]] = {}  # settings -> indices of their runs in the store's order (oldest first)
+    for index, run in enumerate(runs):
+        if run.status == "complete" and run.metrics and not run.imported:
+            by_settings.setdefault(comparison_settings(run), []).append(index)
+    papers = set(comparison_methods())
+
+    def rank(settings: tuple) -> tuple:
+        covered = {runs[index].config.method for index in by_settings[settings]} & papers
+        return len(covered), settings[0] == DEFAULT_MODEL, max(by_settings[settings])
+
+    ordered = sorted(by_settings, key=rank, reverse=True)
+    return [Comparison(dict(zip(COMPARISON_SETTINGS, settings)), one_per_label([runs[i] for i in by_settings[settings]]))
+            for settings in ordered]  # fmt: skip
+
+
+def comparison_of(runs: list[Run]) -> Comparison | None:
+    """The comparison every step draws from (see `comparisons`); None when the store has no complete run."""
+    found = comparisons(runs)
+    return found[0] if found else None
+
+
 def one_per_label(runs: list[Run]) -> list[Run]:
-    """The first complete run of each label (method and variant), in the store's order."""
-    first: dict[str, Run] = {}
+    """The newest complete run of each label (method and variant), in the store's order (oldest first)."""
+    newest: dict[str, Run] = {}
     for run in runs:
         if run.status == "complete" and run.metrics:
-            first.setdefault(run.label, run)
-    return list(first.values())
+            newest.pop(run.label, None)  # re-inserted last: the order follows the newest runs
+            newest[run.label] = run
+    return list(newest.values())
 
 
 def where_attention_goes(runs: list[Run]) -> list[Run]:

@@ -119,11 +119,13 @@ class Trainer:
         runs_dir: Path | None = None,
         progress: ProgressCallback | None = None,
         sweep_engine: str = "local",
+        repeat_of: str | None = None,
     ):
         self.engine = Engine(config)  # refuses a device or precision this machine lacks, before anything loads
         self.config = replace(config, precision=self.engine.precision)  # the run records what it trained in
         self.runs_dir = Path(runs_dir or store_dir())
         self.sweep_engine = sweep_engine  # recorded in the run's attempts: which engine and node trained it
+        self.repeat_of = repeat_of  # the folder of the run of this key and seed it repeats (a forced train)
         self.progress = progress if progress and self.engine.is_main else (lambda event: None)
 
     def run(self, data: TextData | None = None) -> Run:
@@ -167,7 +169,7 @@ class Trainer:
             "environment": environment(self.engine.device, self.engine.processes, self.engine.backend),
             "data_sha256": data_sha256(config.dataset),  # a page can tell when the data changed since
             "attempts": [attempt(self.sweep_engine, 0)],
-        }
+        } | ({"repeat_of": self.repeat_of} if self.repeat_of else {})
         train_loader = make_loader(splits["train"], config.batch_size, pad_id, shuffle=True, seed=config.seed)
         eval_loaders = {name: make_loader(splits[name], config.batch_size, pad_id) for name in ("validation", "test")}
         generator = train_loader.generator  # the engine's loader draws its batch order from this one
@@ -304,7 +306,8 @@ def resume(run: Run, progress: ProgressCallback | None = None, sweep_engine: str
 def compare(
     configs: list[TrainConfig], runs_dir: Path | None = None, progress: ProgressCallback | None = None
 ) -> list[Run]:
-    """Train configs in turn on the same data and split (loaded once).
+    """Train configs in turn on the same data and split (loaded once), every one anew: it does not look in
+    the store (the CLI and the app's jobs go through `peftviz.sweep`, which skips and resumes runs).
 
     Each method may adjust its config given the runs trained before it (`before_training`): a
     four-head tiny-attention adapter starts from the comparison's last one-head run, as the paper

@@ -4,7 +4,9 @@ The browser's file name is never used as a path (it may be `../../x.csv` or `/et
 upload is stored in the run store's hidden `.uploads/` folder (`paths.uploads_dir`) as
 `<the first 16 hex digits of its bytes' SHA-256><.csv or .jsonl>`. The same content is stored
 once; different content never replaces a file a run was trained on. What is wrong with an upload is
-said of the file the user chose (`as_uploaded`), not of the name peftviz stored it under.
+said of the file the user chose (`as_uploaded`), not of the name peftviz stored it under, and pages
+and tables name a run's uploaded data by the name it was first uploaded under (`dataset_label`), kept
+beside it in `<stored name>.name` (only its last part, never used as a path).
 
 A run records the SHA-256 of the data it read (`data_sha256`), whatever its source (an upload, a
 local file or folder, the built-in corpus), so a page can say when the data under that name has
@@ -16,15 +18,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import stat
 from pathlib import Path, PurePath
 
 from peftviz.errors import DataError
-from peftviz.files import MB, write_bytes_atomic
+from peftviz.files import MB, FileProblem, read_text, write_bytes_atomic
 from peftviz.paths import uploads_dir
 
 UPLOAD_SUFFIXES = (".csv", ".jsonl")
 UPLOAD_LIMIT = 512 * MB  # as a data file read from disk
+UPLOAD_NAME = re.compile(r"[0-9a-f]{16}\.(csv|jsonl)")  # upload_path's names
+NAME_SUFFIX = ".name"  # beside an upload: the name it was uploaded under
+MAX_NAME_CHARS = 255  # a file name's length on common file systems; a longer "name" is cut
 
 
 def upload_path(name: str, content: bytes) -> Path:
@@ -44,12 +50,33 @@ def store_upload(name: str, content: bytes, limit: int = UPLOAD_LIMIT) -> Path:
     if not (path.is_file() and not path.is_symlink() and path.stat().st_size == len(content)):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, content)
+    name_file = path.with_name(path.name + NAME_SUFFIX)
+    if not name_file.exists():  # the first name it came under: a run trained on it keeps its label
+        write_bytes_atomic(name_file, _last_part(name)[:MAX_NAME_CHARS].encode())
     return path
+
+
+def _last_part(name: str) -> str:
+    """The browser's file name without any folders ("../../x.csv" -> "x.csv", "C:\\x.csv" -> "x.csv")."""
+    return PurePath(name.replace("\\", "/")).name
+
+
+def dataset_label(spec: str) -> str:
+    """How pages and tables name a dataset: an upload by the name it was uploaded under ("my reviews.csv
+    (uploaded)"), anything else as given. An upload without its name file reads as its stored name."""
+    path = PurePath(spec)
+    if path.parent.name != ".uploads" or not UPLOAD_NAME.fullmatch(path.name):
+        return spec
+    try:
+        name = read_text(Path(spec + NAME_SUFFIX), MAX_NAME_CHARS * 4, follow_symlinks=False).strip()
+    except (OSError, FileProblem):  # gone, or not a plain text file: its stored name
+        return spec
+    return f"{name} (uploaded)" if name else spec
 
 
 def as_uploaded(message: str, stored: Path, name: str) -> str:
     """A message about the stored upload, said of the file the user uploaded: its name for the path."""
-    return message.replace(str(stored), repr(PurePath(name.replace("\\", "/")).name))
+    return message.replace(str(stored), repr(_last_part(name)))
 
 
 def data_sha256(spec: str) -> str | None:

@@ -37,7 +37,7 @@ from peftviz import errors
 from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError, TrainingError
 from peftviz.paths import child_python_path
-from peftviz.progress import Progress
+from peftviz.progress import SKIPPED, Progress
 from peftviz.store.runs import load_run
 
 COMMAND = [sys.executable, "-m", "peftviz.worker"]  # a test swaps it for a child that dies
@@ -54,12 +54,14 @@ def compare_in_process(
     stoppable: Callable | None = None,
     engine: str = "local",
     imports=(),
+    force: bool = False,
 ) -> list:
-    """Continue the incomplete runs `resume` (their folders), then `train.compare(configs, runs_dir,
-    progress)`, then import the models `imports` (ImportRequests), in a child process; returns the
-    runs. `stoppable(stop)` is handed a function that stops the child (a cancelled job): its run is
-    left incomplete, as a killed run. With engine "ray" the configs train as a sweep on Ray
-    (`sweep_on_ray`), each run one task.
+    """Continue the incomplete runs `resume` (their folders), then train `configs` as a sweep
+    (`peftviz.sweep`: a configuration with a complete run in the store is skipped, one with a stopped run
+    resumed, unless `force`), then import the models `imports` (ImportRequests), in a child process;
+    returns the runs. `stoppable(stop)` is handed a function that stops the child (a cancelled job): its
+    run is left incomplete, as a killed run, which the next job of the same settings resumes. With engine
+    "ray" each run is one Ray task.
 
     Raises the PeftvizError the child raised (its class and first line), or a TrainingError if
     the child died without a word (killed, out of memory).
@@ -71,6 +73,7 @@ def compare_in_process(
             "resume": list(map(str, resume)),
             "engine": engine,
             "imports": [request.to_dict() for request in imports],
+            "force": force,
         }
     )
     child = subprocess.Popen(
@@ -129,30 +132,54 @@ def _answer(channel, message: dict) -> None:
     channel.flush()
 
 
-def sweep_on_ray(configs: list[TrainConfig], runs_dir: Path, report) -> list:
-    """The configs as a sweep on Ray (`peftviz.sweep`), every one trained anew as a Train press asks. A run's
-    events are those a Ray task tells: queued, then done or failed. Raises if any run failed, naming the first."""
+def sweep_here(configs: list[TrainConfig], runs_dir: Path, report, force: bool = False) -> list:
+    """The configs as a sweep in this process (`peftviz.sweep`, local engine): the trainer's events of the runs
+    it trains or resumes, SKIPPED for those already complete. Raises if any run failed, naming the first."""
+    from peftviz.sweep import run_sweep
+
+    outcomes = run_sweep(configs, runs_dir, "local", force, on_progress=_told_when(report, "skip"), run_progress=report)
+    return _all_complete(outcomes)
+
+
+def sweep_on_ray(configs: list[TrainConfig], runs_dir: Path, report, force: bool = False) -> list:
+    """The configs as a sweep on Ray (`peftviz.sweep`): as `sweep_here`, each run one task. A run's events are
+    those a Ray task tells: queued, then done (or SKIPPED) or failed. Raises if any run failed, naming the first."""
     from peftviz.sweep import run_sweep
 
     for config in configs:
         report(Progress(config.run_title, "queued on Ray", 0, config.epochs))
+    outcomes = run_sweep(configs, runs_dir, "ray", force, on_progress=_told_when(report, "skip", "train", "resume"))
+    return _all_complete(outcomes)
 
+
+def _told_when(report, *actions: str):
+    """A sweep callback that reports each finished configuration whose action is one of `actions`: SKIPPED
+    for a skipped one, else done or failed (the trainer's own events tell the rest)."""
     reported: list = []  # the outcomes already told
 
     def finished(counts) -> None:
         for outcome in counts.finished[len(reported) :]:
-            config = outcome.planned.config
-            report(Progress(config.run_title, "failed" if outcome.failed else "done", config.epochs, config.epochs))
             reported.append(outcome)
+            config, action = outcome.planned.config, outcome.planned.action
+            if action not in actions:
+                continue
+            phase = SKIPPED if action == "skip" else "failed" if outcome.failed else "done"
+            epochs = outcome.run.epochs_done if outcome.run is not None else config.epochs
+            report(Progress(config.run_title, phase, epochs, config.epochs))
 
-    outcomes = run_sweep(configs, runs_dir, "ray", force=True, on_progress=finished)
+    return finished
+
+
+def _all_complete(outcomes: list) -> list:
+    """The runs of a sweep's outcomes; else the first failure as its own kind of error (a one-run job's
+    error as it was raised, a longer job's with how many failed and which)."""
     failed = [outcome for outcome in outcomes if outcome.failed]
-    if failed:
-        first = failed[0]
-        raise TrainingError(
-            f"{len(failed)} of {len(outcomes)} runs failed; {first.planned.config.run_title}: {first.error}"
-        )
-    return [outcome.run for outcome in outcomes]
+    if not failed:
+        return [outcome.run for outcome in outcomes]
+    first = failed[0]
+    message = first.error if len(outcomes) == 1 else (
+        f"{len(failed)} of {len(outcomes)} runs failed; {first.planned.config.run_title}: {first.error}")  # fmt: skip
+    raise _error({"error": first.error_kind, "message": message or "training failed"})
 
 
 def _import(values: dict, runs_dir: Path, report):
@@ -167,7 +194,7 @@ def main(parent: int) -> None:
     channel = os.fdopen(os.dup(1), "w")
     os.nice(NICENESS)
     os.dup2(2, 1)  # stray prints (libraries, warnings) go to stderr, never into the answers
-    from peftviz.train import compare, resume
+    from peftviz.train import resume
 
     def report(event) -> None:
         if os.getppid() != parent:  # the server is gone: stop like a killed run, resumable from the CLI
@@ -178,10 +205,9 @@ def main(parent: int) -> None:
         settings = json.loads(sys.stdin.read())
         configs = [TrainConfig.from_dict(values) for values in settings["configs"]]
         runs = [resume(load_run(Path(path)), report) for path in settings.get("resume", [])]
-        if configs and settings.get("engine", "local") == "ray":
-            runs += sweep_on_ray(configs, Path(settings["runs_dir"]), report)
-        elif configs:
-            runs += compare(configs, Path(settings["runs_dir"]), report)
+        sweep = sweep_on_ray if settings.get("engine", "local") == "ray" else sweep_here
+        if configs:
+            runs += sweep(configs, Path(settings["runs_dir"]), report, settings.get("force", False) is True)
         runs += [_import(values, Path(settings["runs_dir"]), report) for values in settings.get("imports", [])]
         _answer(channel, {"runs": [str(run.path) for run in runs]})
     except PeftvizError as err:

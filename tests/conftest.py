@@ -73,3 +73,34 @@ def app_seeds_store(seeds_store, monkeypatch):
     """Point the app at the store with two seeds per method."""
     monkeypatch.setenv("PEFTVIZ_RUNS", str(seeds_store))
     return seeds_store
+
+
+@pytest.fixture(scope="session")
+def mixed_store(tmp_path_factory):
+    """Single runs, groups of 2 and 3 seeds, an imported run, two datasets and two models (`tests.mixed_store`;
+    about 15 s). Read-only for tests: copy it before changing it."""
+    from tests.mixed_store import build
+
+    return build(tmp_path_factory.mktemp("mixed_store"), tmp_path_factory.mktemp("mixed_scratch"))
+
+
+@pytest.fixture
+def app_mixed_store(mixed_store, monkeypatch):
+    """Point the app at the mixed store."""
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(mixed_store))
+    return mixed_store
+
+
+@pytest.fixture(scope="session")
+def newcomer_walk(tmp_path_factory):
+    """The newcomer's path of issue 32 walked once (`tests.newcomer_path`): the Train page with a double click,
+    `compare --seeds 2`, export and import, `report`; what each step left. Read-only for tests."""
+    from tests.newcomer_path import walk
+
+    return walk(tmp_path_factory.mktemp("newcomer") / "runs", tmp_path_factory.mktemp("newcomer_scratch"))
+
+
+@pytest.fixture(scope="session")
+def newcomer_store(newcomer_walk):
+    """The store the newcomer's path left: LoRA and prefix-propagation at seeds 0 and 1, LoRA imported."""
+    return newcomer_walk.store

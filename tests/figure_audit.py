@@ -11,6 +11,9 @@ in the browser, so a figure object can be right while the drawn chart is wrong (
   the figure says why in `layout.meta["axis_spans"][<axis>]`;
 - `overlap`: a title, subtitle, panel title, axis title, legend or colour bar that overlaps
   (or comes within `GAP` px of) another of them, or reaches more than 1 px into a plot area;
+- `text`: two texts of a chart (tick labels, annotations, heatmap cell numbers, trace texts) whose
+  drawn boxes (rotated with their text) intersect or come within `TEXT_GAP` px of each other: numbers
+  printed into each other ("0.0480.027"), tick labels on top of one another;
 - `clipped`: a chart label cut at its chart's edge; or text, an equation or a table of the page
   that is cut off or scrolled horizontally;
 - `csv`: a chart without its CSV download, an empty CSV, or one whose columns miss a plotted number;
@@ -29,6 +32,7 @@ from pathlib import Path
 
 MAX_SPAN = 10  # an axis may span at most this many times its data's extent
 GAP = 2  # px: boxes closer than this touch
+TEXT_GAP = 1  # px: texts whose boxes are closer than this read as one ("0.048" and "0.027" as "0.0480.027")
 
 # what the checks share: a chart's Streamlit key (null: none), its name in a problem (its title's text
 # as drawn, no markup, and its key), and a trace's array (plain or typed) as a list
@@ -150,6 +154,48 @@ OVERLAPS = (
       areas.forEach(b => { if (cross(a, b)) found.push(`${a.name} and ${b.name}`); });
     });
     for (const pair of found) problems.push(`${chartName(plot)}: ${pair} overlap`);
+  }
+  return problems;
+}"""
+)
+
+# per chart: pairs of texts drawn on top of each other. A text's box is its SVG bounding box less the line's
+# spacing above and below its glyphs (an eighth of its height each: plotly's auto-angled tick labels, apart
+# as glyphs, touched as line boxes), mapped to the screen by its own transform, so a rotated tick label is a
+# rotated rectangle; two boxes collide when no axis that could separate them (separating axis theorem)
+# leaves `gap` px between them.
+TEXT_OVERLAPS = (
+    "([gap]) => {"
+    + _CHART_NAME
+    + """
+  const problems = [];
+  const corners = element => {
+    const b = element.getBBox(), m = element.getScreenCTM(), top = b.y + b.height / 8, bottom = b.y + b.height * 7 / 8;
+    return [[b.x, top], [b.x + b.width, top], [b.x + b.width, bottom], [b.x, bottom]]
+      .map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]);
+  };
+  const axes = quad => quad.map((p, i) => { const q = quad[(i + 1) % 4], dx = q[0] - p[0], dy = q[1] - p[1],
+                                              n = Math.hypot(dx, dy) || 1; return [-dy / n, dx / n]; });
+  const collide = (a, b) => [...axes(a.quad), ...axes(b.quad)].every(([nx, ny]) => {
+    const project = quad => quad.map(([x, y]) => x * nx + y * ny);
+    const pa = project(a.quad), pb = project(b.quad);
+    return Math.min(Math.max(...pa), Math.max(...pb)) - Math.max(Math.min(...pa), Math.min(...pb)) > -gap;
+  });
+  const selector = '.xtick text, .ytick text, .annotation-text, .heatmap-label text, .textpoint text, .bartext';
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const texts = [];
+    for (const element of plot.querySelectorAll(selector)) {
+      const text = element.textContent.trim(), box = element.getBoundingClientRect();
+      if (text && box.width > 0 && box.height > 0 && getComputedStyle(element).visibility !== 'hidden'
+          && getComputedStyle(element).display !== 'none') texts.push({text, quad: corners(element)});
+    }
+    const pairs = [];
+    texts.forEach((a, i) => texts.slice(i + 1).forEach(b => { if (collide(a, b)) pairs.push([a.text, b.text]); }));
+    if (pairs.length) {
+      const [a, b] = pairs[0];
+      problems.push(`${chartName(plot)}: ${pairs.length} pair(s) of texts overlap or touch, e.g. "${a.slice(0, 30)}" `
+                    + `and "${b.slice(0, 30)}"`);
+    }
   }
   return problems;
 }"""
@@ -301,6 +347,7 @@ def audit(page, csv: bool = True, fold: bool = False) -> dict[str, list[str]]:
     found |= {
         "range": page.evaluate(AXIS_PROBLEMS, [MAX_SPAN]),
         "overlap": page.evaluate(OVERLAPS, [GAP]),
+        "text": page.evaluate(TEXT_OVERLAPS, [TEXT_GAP]),
         "clipped": page.evaluate(CLIPPED_LABELS) + page.evaluate(CLIPPED_PAGE),
         "csv": csv_problems(page) if csv else [],
     }

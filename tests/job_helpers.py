@@ -1,5 +1,6 @@
 """A training queue whose trainer is faked, for the pages' tests: what was submitted, without training."""
 
+import threading
 import time
 
 from peftviz import jobpanel
@@ -21,3 +22,15 @@ def wait_until_idle(queue: JobQueue, seconds: float = 120) -> None:
     while queue.active() and time.time() < deadline:
         time.sleep(0.05)
     assert not queue.active(), [(job.id, job.status) for job in queue.active()]
+
+
+class Gate:
+    """A fake trainer that holds each job until released, and notes the order jobs started in."""
+
+    def __init__(self):
+        self.started, self.release = [], threading.Event()
+
+    def __call__(self, job):
+        self.started.append(job.id)
+        self.release.wait(timeout=30)
+        return []

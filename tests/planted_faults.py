@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from peftviz import appkit
-from peftviz.figures import calibration
+from peftviz.figures import attention, calibration
 
 # ECE 0.002–0.125 over three epochs, as the issue saw it on the quick store
 ECE = pd.concat(
@@ -32,6 +32,23 @@ def old_ece_figure() -> go.Figure:
     fig = ece_figure()
     fig.update_yaxes(range=None, autorange=None, rangemode="tozero")
     return fig
+
+
+# λ(C) of MiniLM's 6 layers × 12 heads, 0.01–0.2 as a prefix run's are
+GRID = np.random.default_rng(0).uniform(0.01, 0.2, size=(6, 12))
+
+
+def old_grid_figure() -> go.Figure:
+    """The λ(C) grid as it was before the fix: every cell's number at 9 px, whatever the cell's width."""
+    fig = attention.prefix_mass_grid_figure(GRID)
+    fig.update_traces(texttemplate="%{z:.3f}", textfont_size=9)
+    return fig
+
+
+def grid_column():
+    """Where the Attention page draws the grid: half the main column, beside the sidebar (400 px at 1280)."""
+    st.sidebar.radio("Charts download as", ["SVG", "PNG"])
+    return st.columns(2)[0]
 
 
 def line(**layout) -> go.Figure:
@@ -61,9 +78,12 @@ elif fault == "empty-csv":
     appkit.chart(line(), "planted", data=pd.DataFrame({"what": ["nothing"]}))
 elif fault == "csv-without-numbers":
     appkit.chart(line(), "planted", data=pd.DataFrame({"x": [0, 1, 2], "y": [0.1, 0.4, 0.31]}))
+elif fault == "crowded-grid":  # on the Attention page: in half the page's width
+    appkit.chart(old_grid_figure(), "planted", grid_column())
 elif fault == "below-fold":
     st.markdown("Some text above the chart. " * 40)
     appkit.chart(line(height=700), "planted")
 else:  # no fault: the fixed ECE figure and a plain line
     appkit.chart(ece_figure(), "planted")
     appkit.chart(line(), "planted-line")
+    appkit.chart(attention.prefix_mass_grid_figure(GRID), "planted-grid", grid_column())

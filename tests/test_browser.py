@@ -189,6 +189,7 @@ def planted(tmp_path_factory):
         ("empty-csv", "csv", "the CSV has no numbers"),
         ("csv-without-numbers", "csv", "1 plotted number(s) not in its CSV, e.g. 0.3"),
         ("below-fold", "fold", "in a 1280×720 window"),
+        ("crowded-grid", "text", "pair(s) of texts overlap"),  # the λ(C) grid at 6 × 12 before the fix
     ],
 )
 def test_the_audit_catches_a_planted_fault(planted, browser, fault, kind, says):
@@ -200,7 +201,7 @@ def test_the_audit_catches_a_planted_fault(planted, browser, fault, kind, says):
 
 
 def test_the_audit_passes_the_planted_pages_charts_without_their_faults(planted, browser):
-    with opened(browser, f"{planted}/?fault=none", 2, (1280, 720)) as page:
+    with opened(browser, f"{planted}/?fault=none", 3, (1280, 720)) as page:
         assert figure_audit.problems_of(figure_audit.audit(page)) == []
 
 

@@ -42,8 +42,8 @@ def type_number(page, label: str, value: int) -> None:
 
 def press_train(page, seed: int, epochs: int) -> None:
     choose(page, "Preset", "smoke")
-    type_number(page, "seed", seed)
-    type_number(page, "epochs", epochs)
+    type_number(page, "First training seed", seed)
+    type_number(page, "Epochs", epochs)
     page.get_by_role("button", name="Train", exact=True).click()
     settle(page)
 

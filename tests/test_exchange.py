@@ -14,7 +14,10 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +128,9 @@ def test_export_loads_in_peft_with_the_same_logits_and_imports_back(family_base,
         p.name for p in exported.iterdir()
     }
     assert not list(exported.glob("*.bin"))
+    saved = json.loads((exported / "adapter_config.json").read_text())["modules_to_save"]
+    assert len(saved) == len(set(saved)) and "classifier" in saved, saved  # each module once, the head among them
+    assert "PeftModel.from_pretrained" in (exported / "README.md").read_text()  # a folder base: peft's recipe works
     ours, tokenizer = load_trained(run, device="cpu")
     _, loader = split_loader(run, tokenizer)
 
@@ -146,6 +152,9 @@ def test_peftviz_methods_export_as_their_own_folder_and_import_back(tmp_path):
     run = smoke_run(store, "prefix-propagation", "tiny-bert", prefix_length=4)
     exported = export_run(run, tmp_path / "exported")
     assert {p.name for p in exported.iterdir()} == {"params.safetensors", "peftviz.json", "README.md"}
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {oct(p.stat().st_mode & 0o777) for p in exported.iterdir()} == {oct(0o666 & ~umask)}  # not 0600
     card = (exported / "README.md").read_text()
     assert "prefix-propagation" in card and "95% interval" in card and "| ECE (10 equal-width bins) |" in card
     test_ece = run.summary["test"]["ece"]
@@ -154,6 +163,68 @@ def test_peftviz_methods_export_as_their_own_folder_and_import_back(tmp_path):
     imported = import_model(ImportRequest(str(exported)), store)
     assert imported.imported["kind"] == "peftviz" and imported.config.method == "prefix-propagation"
     np.testing.assert_array_equal(imported.predictions("test")[0], run.predictions("test")[0])
+
+
+class Collected(logging.Handler):
+    """The messages of the warning log records it hears."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture(scope="module")
+def tiny_lora_export(tmp_path_factory):
+    """A LoRA run on the built-in tiny-bert, exported under umask 002: (run, folder, every warning and warning
+    log line the export emitted). transformers' logger does not propagate to the root, so both are heard."""
+    folder = tmp_path_factory.mktemp("tiny-lora")
+    run = smoke_run(folder / "runs", "lora", "tiny-bert")
+    handler, loggers = Collected(), [logging.getLogger(), logging.getLogger("transformers")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    umask = os.umask(0o002)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # every warning, also those a filter would show once or never
+            exported = export_run(run, folder / "exported")
+    finally:
+        os.umask(umask)
+        for logger in loggers:
+            logger.removeHandler(handler)
+    return run, exported, [str(w.message) for w in caught] + handler.messages
+
+
+def test_an_export_s_files_take_the_umask_s_mode_not_0600(tiny_lora_export):
+    _, exported, _ = tiny_lora_export
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in exported.iterdir()}
+    assert modes == dict.fromkeys(["README.md", "adapter_config.json", "adapter_model.safetensors", "peftviz.json"],
+                                  oct(0o664))  # fmt: skip
+
+
+def test_an_export_warns_nothing(tiny_lora_export):
+    """peft warned that the base was "renamed from 'tiny-bert' to 'None'" (a name given before get_peft_model)."""
+    _, _, messages = tiny_lora_export
+    assert messages == []
+
+
+def test_the_adapter_config_lists_bert_s_pooler_and_classifier_once_each(tiny_lora_export):
+    _, exported, _ = tiny_lora_export
+    saved = json.loads((exported / "adapter_config.json").read_text())["modules_to_save"]
+    assert sorted(saved) == sorted(set(saved)) and {"classifier", "pooler"} <= set(saved), saved
+
+
+def test_the_card_of_a_built_in_encoder_s_run_loads_it_through_peftviz_only(tiny_lora_export, tmp_path):
+    """peft cannot load a base named "tiny-bert": the card gives peftviz's import, which works."""
+    run, exported, _ = tiny_lora_export
+    card = (exported / "README.md").read_text()
+    assert "PeftModel.from_pretrained" not in card and "AutoModelForSequenceClassification" not in card
+    assert "`tiny-bert`, an encoder that exists only inside peftviz" in card
+    assert "`python -m peftviz import THIS_FOLDER --dataset D`" in card
+    imported = import_model(ImportRequest(str(exported)), tmp_path / "runs")
+    np.testing.assert_array_equal(imported.predictions("test")[1], run.predictions("test")[1])
 
 
 def test_a_paper_layout_run_is_not_exported_as_a_peft_adapter(tmp_path):

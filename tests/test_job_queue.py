@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,23 +23,16 @@ from peftviz.errors import ConfigError, DataError
 from peftviz.jobs import JobQueue, QueueFull
 from peftviz.policy import DATASET_REFUSED, ServerPolicy, visitor_key
 from peftviz.uploads import store_upload
-from tests.job_helpers import fake_queue, wait_until_idle
+from tests.job_helpers import Gate, fake_queue, wait_until_idle
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_PAGE = str(ROOT / "pages" / "1_Train.py")
 CONFIGS = comparison("smoke")[:1]
 
 
-class Gate:
-    """A fake trainer that holds each job until released, and notes the order jobs started in."""
-
-    def __init__(self):
-        self.started, self.release = [], threading.Event()
-
-    def __call__(self, job):
-        self.started.append(job.id)
-        self.release.wait(timeout=30)
-        return []
+def seeded(seed: int) -> list:
+    """CONFIGS at another training seed: jobs of other runs (the same runs twice are one job, a double click)."""
+    return [replace(CONFIGS[0], seed=seed)]
 
 
 def wait_for(condition, seconds: float = 10) -> None:
@@ -56,7 +48,7 @@ def wait_for(condition, seconds: float = 10) -> None:
 def test_jobs_wait_in_line_and_run_in_turn():
     gate = Gate()
     queue = JobQueue(max_running=1, train=gate)
-    first, second, third = (queue.submit(CONFIGS, Path("."), owner=owner) for owner in "abc")
+    first, second, third = (queue.submit(seeded(i), Path("."), owner=owner) for i, owner in enumerate("abc"))
     wait_for(lambda: gate.started == [first.id])
     assert [job.status for job in (first, second, third)] == ["running", "waiting", "waiting"]
     assert [queue.place(job) for job in (first, second, third)] == [0, 1, 2]
@@ -68,7 +60,7 @@ def test_jobs_wait_in_line_and_run_in_turn():
 def test_as_many_jobs_run_at_once_as_the_server_allows():
     gate = Gate()
     queue = JobQueue(max_running=2, train=gate)
-    jobs = [queue.submit(CONFIGS, Path("."), owner="a") for _ in range(3)]
+    jobs = [queue.submit(seeded(i), Path("."), owner="a") for i in range(3)]
     wait_for(lambda: len(gate.started) == 2)
     time.sleep(0.1)  # a third would have started by now
     assert [job.status for job in jobs] == ["running", "running", "waiting"]
@@ -79,13 +71,13 @@ def test_as_many_jobs_run_at_once_as_the_server_allows():
 def test_a_refused_job_says_why():
     gate = Gate()
     queue = JobQueue(max_running=1, max_waiting=2, per_owner=2, train=gate)
-    queue.submit(CONFIGS, Path("."), owner="a")
-    queue.submit(CONFIGS, Path("."), owner="a")
+    queue.submit(seeded(0), Path("."), owner="a")
+    queue.submit(seeded(1), Path("."), owner="a")
     with pytest.raises(QueueFull, match="you already have 2 job"):
-        queue.submit(CONFIGS, Path("."), owner="a")
-    queue.submit(CONFIGS, Path("."), owner="b")
+        queue.submit(seeded(2), Path("."), owner="a")
+    queue.submit(seeded(3), Path("."), owner="b")
     with pytest.raises(QueueFull, match="2 jobs are already waiting"):
-        queue.submit(CONFIGS, Path("."), owner="c")
+        queue.submit(seeded(4), Path("."), owner="c")
     assert len(queue.jobs) == 3
     gate.release.set()
     wait_until_idle(queue)
@@ -94,7 +86,7 @@ def test_a_refused_job_says_why():
 def test_cancelling_a_waiting_job_takes_it_out_of_line():
     gate = Gate()
     queue = JobQueue(train=gate)
-    first, second = queue.submit(CONFIGS, Path(".")), queue.submit(CONFIGS, Path("."))
+    first, second = queue.submit(seeded(0), Path(".")), queue.submit(seeded(1), Path("."))
     queue.cancel(second)
     assert second.status == "cancelled" and queue.waiting() == []
     gate.release.set()
@@ -231,7 +223,7 @@ def typed_train(source: str, value: str) -> AppTest:
     return at
 
 
-@pytest.mark.parametrize("source", ["path", "model"])
+@pytest.mark.parametrize("source", ["model"])  # a shared server offers no path field: test_shared_paths.py
 def test_a_shared_server_refuses_server_paths_alike_whether_they_exist_and_reads_none(
     empty_store, tmp_path, monkeypatch, source
 ):
@@ -275,7 +267,7 @@ def test_a_visitor_sees_their_own_job_and_only_counts_of_others(empty_store, mon
     theirs = queue.submit([replace(CONFIGS[0], seed=11)], Path("."), owner="a")
     at = AppTest.from_file(TRAIN_PAGE, default_timeout=60).run()
     at.selectbox[0].set_value("smoke").run()
-    next(n for n in at.number_input if n.label == "seed").set_value(22).run()
+    next(n for n in at.number_input if n.label == "First training seed").set_value(22).run()
     at.button[0].click().run()
     assert not at.exception and not at.error
     mine = next(job for job in queue.jobs if job.owner == "b")
@@ -296,8 +288,9 @@ def test_two_quick_train_presses_on_a_single_user_server_both_run(empty_store, m
     gate = Gate()
     queue = fake_queue(monkeypatch, gate, visitor=None)
     tabs = [AppTest.from_file(TRAIN_PAGE, default_timeout=60).run() for _ in range(2)]
-    for tab in tabs:
+    for tab, method in zip(tabs, ("prefix-tuning", "lora")):  # the same runs twice would be one job (a double click)
         tab.selectbox[0].set_value("smoke").run()
+        tab.selectbox[1].set_value(method).run()
     for tab in tabs:  # the second press while the first job trains
         tab.button[0].click().run()
         assert not tab.exception and not tab.error
@@ -347,7 +340,7 @@ def test_the_servers_owner_may_cancel_any_job_and_sees_none_of_its_settings(empt
     owner.query_params["owner"] = "s3cret"
     owner.run()
     text = " ".join(m.value for m in owner.markdown)
-    assert f"**Job {theirs.id}** of another visitor: 1 run(s), training" in text and "seed 11" not in text
+    assert f"**Job {theirs.id}** from another browser or visitor: 1 run(s), training" in text and "seed 11" not in text
     owner.button(key=f"cancel-job-{theirs.id}").click().run()
     assert theirs.cancel_requested  # (the fake trainer has no process to stop: see the test with a real one)
     gate.release.set()

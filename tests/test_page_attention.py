@@ -215,7 +215,39 @@ def test_grid_figure(long_doc):
     assert (trace.zmin, trace.zmax) == (0, grid.max())  # fitted to the data, and said so
     assert f"0–{grid.max():.3f}" in trace.colorbar.title.text
     assert list(trace.x) == ["H1", "H2", "H3", "H4"] and list(trace.y) == ["L1", "L2"]
-    np.testing.assert_allclose(np.asarray(trace.text, dtype=float), np.round(grid, 3))
+    assert trace.texttemplate == "%{z:.3f}"  # 4 heads: the numbers fit their cells
+    assert "%{z:.4f}" in trace.hovertemplate
+
+
+@pytest.mark.parametrize(
+    "shape, width, shown",
+    [
+        ((6, 12), figures.GRID_WIDTH_PX, ""),  # MiniLM in half the page: 20 px cells, "0.137" needs 25 with room
+        ((6, 12), 800, "%{z:.3f}"),  # the same grid twice as wide
+        ((6, 12), 480, "%{z:.2f}"),  # wide enough for "0.14", not for "0.137"
+        ((2, 4), figures.GRID_WIDTH_PX, "%{z:.3f}"),  # tiny-bert's 2 × 4
+    ],
+)
+def test_the_grid_prints_its_numbers_only_where_they_fit(shape, width, shown):
+    """MiniLM's 6 × 12 grid printed "0.1370.0620.1110.072…" (the browser audit's "text" check, on the planted
+    page, sees it drawn); the hover gives every value however the cells are drawn."""
+    from peftviz.figures import cell_text
+
+    grid = np.random.default_rng(0).uniform(0.01, 0.2, size=shape)
+    trace = figures.prefix_mass_grid_figure(grid, width_px=width).data[0]
+    assert trace.texttemplate == shown and "λ = %{z:.4f}" in trace.hovertemplate
+    cell_px = (width - cell_text.LEFT_PX - cell_text.COLORBAR_PX) / shape[1]
+    widest = max(cell_text.text_px(format(value, ".3f"), figures.CELL_FONT_PX) for value in grid.ravel())
+    assert (widest + cell_text.PAD_PX <= cell_px) == (shown == "%{z:.3f}")
+
+
+def test_the_tour_refits_a_grids_numbers_to_the_projectors_type():
+    """At 18 px a 4 × 4 grid's numbers still fit the Tour's 640-px figure; a 6 × 12 grid's do not."""
+    from peftviz.figures.tour import presentable
+
+    small = presentable(figures.prefix_mass_grid_figure(np.full((4, 4), 0.1234))).data[0]
+    large = presentable(figures.prefix_mass_grid_figure(np.full((6, 12), 0.1234), width_px=2000)).data[0]
+    assert (small.texttemplate, small.textfont.size) == ("%{z:.3f}", 18) and large.texttemplate == ""
 
 
 def test_token_heatmap_figure(long_doc):
@@ -455,3 +487,14 @@ def test_a_second_reader_draws_the_first_readers_figures_without_building_them(s
     assert_clean(second)
     assert built == {**once, "token_heatmap_figure": once["token_heatmap_figure"] + 1,
                      "prefix_rows_figure": once["prefix_rows_figure"] + 1}  # fmt: skip
+
+
+def test_the_page_opens_on_the_newest_run_with_prefix_keys(app_mixed_store):
+    """Issue 32: it opened on the store's oldest prefix run (a tiny-bert smoke run beside newer MiniLM ones)."""
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    assert_clean(at)
+    usable = [run for run in list_runs(app_mixed_store) if run.status != "corrupt" and run.metrics]
+    with_prefix = [run for run in usable if run.method_class.prefix_keys]
+    newest = max(with_prefix, key=lambda run: run.created)
+    assert newest.created > min(run.created for run in with_prefix)  # the store has an older one to open on
+    assert at.selectbox(key="attention_run").value.path == newest.path

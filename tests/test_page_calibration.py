@@ -102,10 +102,20 @@ def test_display_names_are_unique_and_say_when_a_run_is_unfinished():
     }
 
 
-def test_default_selection_takes_complete_runs_of_the_most_common_dataset():
-    runs = [fake_run(f"r{i}", f"m{i}", dataset="bbc-news") for i in range(8)]
-    runs += [fake_run("s", "m", dataset="sst2"), fake_run("u", "m", "failed", "bbc-news")]
-    assert [run.name for run in analysis.default_selection(runs, limit=6)] == [f"r{i}" for i in range(6)]
+def created_at(run: Run, minute: int) -> Run:
+    run.record = {"environment": {"created": f"2026-11-26T06:{minute:02d}:00+00:00"}}
+    return run
+
+
+def test_default_selection_takes_complete_runs_evaluated_as_the_newest_was():
+    runs = [created_at(fake_run(f"r{i}", f"m{i}", dataset="bbc-news"), i) for i in range(8)]
+    runs += [created_at(fake_run("s", "m", dataset="sst2"), 9), created_at(fake_run("u", "m", "failed"), 30)]
+    assert [run.name for run in analysis.default_selection(runs, limit=3)] == ["s"]  # the newest complete run's data
+    runs[-2].record = {}  # no time recorded: oldest
+    assert [run.name for run in analysis.default_selection(runs, limit=6)] == [f"r{i}" for i in range(2, 8)]
+    runs[3].config = TrainConfig(method="fine-tuning", model="tiny-bert")  # same data, another model
+    runs[5].config = TrainConfig(method="fine-tuning", limit=40)  # same data, another split (a limit)
+    assert [run.name for run in analysis.default_selection(runs, limit=5)] == [f"r{i}" for i in (1, 2, 4, 6, 7)]
     assert analysis.default_selection([fake_run("u", "m", "failed")]) != []
     assert analysis.default_selection([]) == []
 
@@ -259,7 +269,7 @@ def test_page_on_an_empty_store_says_so(empty_store):
 
 
 @pytest.fixture
-def mixed_store(smoke_store, tmp_path, monkeypatch):
+def unfinished_store(smoke_store, tmp_path, monkeypatch):
     """One complete run, one killed after epoch 1 (no summary, no test predictions), one corrupt folder."""
     complete, killed = sorted(smoke_store.iterdir())[:2]
     shutil.copytree(complete, tmp_path / complete.name)
@@ -276,8 +286,8 @@ def mixed_store(smoke_store, tmp_path, monkeypatch):
     return tmp_path, load_run(killed)
 
 
-def test_page_shows_unfinished_runs_and_skips_corrupt_ones(mixed_store):
-    _, killed = mixed_store
+def test_page_shows_unfinished_runs_and_skips_corrupt_ones(unfinished_store):
+    _, killed = unfinished_store
     assert killed.status == "incomplete"
     with pytest.raises(RunError):
         analysis.recalibration_bins(killed, "temperature")

@@ -1,8 +1,8 @@
 """The Home and Train pages, with Streamlit's AppTest."""
 
-import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
@@ -84,9 +84,8 @@ def test_train_page_trains_a_smoke_run_in_the_background(empty_store):
 
 
 def test_home_lists_groups_of_seeds_with_their_mean_and_interval(app_seeds_store):
-    from scipy import stats
-
     from peftviz.store.runs import group_runs, list_runs
+    from tests.helpers import seed_values_and_draws, two_level_by_hand
 
     at = open_page("pages/0_home.py")
     assert not at.exception and not at.error
@@ -94,10 +93,12 @@ def test_home_lists_groups_of_seeds_with_their_mean_and_interval(app_seeds_store
     assert len(runs_table) == 12 and sorted(set(runs_table["seed"])) == [0, 1]
     assert len(groups_table) == 6 and set(groups_table["seeds"]) == {"0,1"}
     group = next(g for g in group_runs(list_runs()) if g.label == "prefix-tuning")
-    values = [run.best_metrics["ece"] for run in group.runs]
-    half = stats.t.ppf(0.975, 1) * stats.tstd(values) / 2**0.5
     row = groups_table[groups_table["group"] == group.key].iloc[0]
-    assert row["val ECE"] == f"{sum(values) / 2:.4f} [{sum(values) / 2 - half:.4f}, {sum(values) / 2 + half:.4f}]"
+    for column, metric in (("test accuracy", "accuracy"), ("test ECE", "ece")):  # report's two-level bootstrap
+        values, draws = seed_values_and_draws(group.runs, metric, "test", n_resamples=1000)
+        low, high = np.quantile(two_level_by_hand(draws), [0.025, 0.975])
+        mean = values.mean()
+        assert row[column] == f"{mean:.4f} [{min(low, mean):.4f}, {max(high, mean):.4f}]", column
 
 
 def test_home_trains_the_quick_comparison_at_the_chosen_number_of_seeds(empty_store, monkeypatch):
@@ -115,8 +116,8 @@ def test_train_page_trains_one_run_per_seed(empty_store, monkeypatch):
     queue = fake_queue(monkeypatch)
     at = open_page("pages/1_Train.py")
     at.selectbox[0].set_value("smoke").run()
-    next(n for n in at.number_input if n.label == "seed").set_value(4).run()
-    next(n for n in at.number_input if n.label == "seeds").set_value(2).run()
+    next(n for n in at.number_input if n.label == "First training seed").set_value(4).run()
+    next(n for n in at.number_input if n.label == "Number of seeds").set_value(2).run()
     at.button[0].click().run()
     assert not at.exception and not at.error
     (configs,) = [job.configs for job in queue.jobs]
@@ -128,7 +129,7 @@ def test_train_page_refuses_fp16_on_a_cpu_in_one_sentence(empty_store, monkeypat
     queue = fake_queue(monkeypatch)
     at = open_page("pages/1_Train.py")
     at.selectbox[0].set_value("smoke").run()
-    next(box for box in at.selectbox if box.label == "precision").set_value("fp16").run()
+    next(box for box in at.selectbox if box.label == "Precision").set_value("fp16").run()
     at.button[0].click().run()
     assert not at.exception
     assert len(at.error) == 1 and "fp16 needs a CUDA GPU" in at.error[0].value and "\n" not in at.error[0].value
@@ -140,7 +141,7 @@ def test_a_refused_learning_rate_blocks_train_with_one_sentence(empty_store, mon
     queue = fake_queue(monkeypatch)
     at = open_page("pages/1_Train.py")
     at.selectbox[0].set_value("smoke").run()
-    next(n for n in at.number_input if n.label == "learning_rate").set_value(value).run()
+    next(n for n in at.number_input if n.label == "Learning rate").set_value(value).run()
     at.button[0].click().run()
     assert not at.exception and not queue.jobs
     (error,) = at.error
@@ -199,7 +200,7 @@ def test_a_finished_job_shows_only_to_the_visitor_who_started_it(empty_store, mo
     """A new tab's refused Train showed the previous visitor's finished job under its error, as if it had run."""
     job = finished_job(monkeypatch, "another visitor")
     at = open_page("pages/1_Train.py")
-    next(n for n in at.number_input if n.label == "learning_rate").set_value(-1.0).run()
+    next(n for n in at.number_input if n.label == "Learning rate").set_value(-1.0).run()
     at.button[0].click().run()
     assert "learning_rate" in at.error[0].value and not at.get("progress")  # refused, and no one else's job
     job.owner = "me"
@@ -207,21 +208,19 @@ def test_a_finished_job_shows_only_to_the_visitor_who_started_it(empty_store, mo
 
 
 def test_progress_bars_say_the_time_taken_and_left():
+    """The estimates themselves, on a fake clock: tests/test_progress_estimates.py."""
     from peftviz.config import comparison
-    from peftviz.jobs import Job, clock, elapsed_and_left
+    from peftviz.jobs import Job, clock
     from peftviz.progress import Progress
 
     assert (clock(65), clock(3725)) == ("1:05", "1:02:05")
-    assert elapsed_and_left(60, 0.25) == "1:00 elapsed, about 3:00 left"
-    assert elapsed_and_left(5, 0.001) == "0:05 elapsed"  # too early to estimate
-    assert elapsed_and_left(90, 1.0, finished=True) == "took 1:30"
     job = Job(comparison("smoke")[:1], Path("."))
     name = job.names[0]
     assert job.timing(name) == ""
     assert job.timing() == ""  # waiting: nothing to time yet
-    job.status, job.started = "running", time.time()
-    job.record(Progress(name, "train", 1, 2, 5, 10))
-    assert job.timing(name).startswith("0:00 elapsed, about 0:00 left") and "elapsed" in job.timing()
+    job.status, job.started = "running", 100.0
+    job.record(Progress(name, "train", 1, 2, 5, 10), now=100.0)
+    assert job.timing(name, now=101.0) == "0:01 elapsed, estimating…" and "elapsed" in job.timing(now=101.0)
 
 
 def test_home_can_train_the_comparison_on_ray_and_a_shared_server_cannot(empty_store, monkeypatch):

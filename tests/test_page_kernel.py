@@ -321,6 +321,20 @@ def test_page_switches_to_a_kernel_run(kernel_store):
     assert any(m.value == alpha.text for m in at.markdown) and "(this run: α = 0.01, a share of 0.99%)" in alpha.text
 
 
+def test_the_note_on_methods_left_out_keeps_lambda_lower_case(kernel_store):
+    """The caption printed "Λ(C)": the sentence's first letter was upper-cased, and λ's capital is Λ."""
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    note = next(caption.value for caption in at.caption if caption.value.startswith("Not shown:"))
+    assert "fine-tuning" in note and ". λ(C) and α weigh the prefix term" in note and "Λ" not in note
+
+
+@pytest.mark.parametrize("text, start", [("λ(C) and α", "λ(C) and α"), ("they lack it", "They lack it"), ("", "")])
+def test_a_sentence_starts_upper_case_unless_it_starts_with_a_symbol(text, start):
+    from peftviz.appkit import sentence_start
+
+    assert sentence_start(text) == start
+
+
 def test_page_train_button_starts_the_quick_alpha_grid(kernel_store, monkeypatch):
     queue = fake_queue(monkeypatch)
     at = AppTest.from_file(PAGE, default_timeout=60).run()

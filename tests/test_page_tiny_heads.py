@@ -392,7 +392,8 @@ def stored_quantities(run) -> dict[str, tuple[float, float]]:
 
 
 def assert_group_table_matches_the_members(table, members) -> None:
-    """Every quantity and stage: mean and t-interval over the members' stored values, one column per seed."""
+    """Every quantity and stage: mean and t-interval (cut to its range) over the members' stored values; a column
+    per seed."""
     stored = [stored_quantities(run) for run in members]
     seed_columns = [f"seed {run.seed}" for run in members]
     assert list(table.columns) == ["quantity", "stage", "mean", "low", "high", "n", *seed_columns]
@@ -402,7 +403,11 @@ def assert_group_table_matches_the_members(table, members) -> None:
         before, after = (np.array(side, dtype=float) for side in zip(*pairs))
         values = {"before": before, "after": after, "change": after - before}[row["stage"]]
         assert row["n"] == len(members)
-        np.testing.assert_allclose([row["mean"], row["low"], row["high"]], seed_interval(values), rtol=1e-9, atol=1e-12)
+        mean, low, high = seed_interval(values)
+        bottom, top = tiny_heads.quantity_range(row["quantity"], row["stage"])
+        assert bottom <= row["low"] <= row["mean"] <= row["high"] <= top  # the t-interval cut to the range
+        np.testing.assert_allclose([row["mean"], row["low"], row["high"]], [mean, max(low, bottom), min(high, top)],
+                                   rtol=1e-9, atol=1e-12)  # fmt: skip
         np.testing.assert_allclose([row[column] for column in seed_columns], values, rtol=1e-12)
 
 

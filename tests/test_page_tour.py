@@ -8,7 +8,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from peftviz import tour
-from peftviz.store.runs import list_runs
+from peftviz.config import TrainConfig, comparison_methods
+from peftviz.store.runs import Run, list_runs
 from tests.build_counts import count_calls, private_store
 from tests.helpers import charts
 
@@ -32,6 +33,9 @@ def test_every_step_draws_one_figure_with_its_text_and_equation(app_store, numbe
     assert step.text in [markdown.value for markdown in app.markdown]
     assert [latex.value.strip("$\n") for latex in app.latex] == [step.equation]
     assert len(charts(app)) == 1
+    assert "**Runs: tiny-bert on bbc-news (120 examples per split, 32 tokens, 2 epochs)**" in [
+        markdown.value for markdown in app.markdown
+    ]  # every step names the model and data it shows
 
 
 def test_the_steps_draw_the_runs_they_are_about(smoke_store):
@@ -140,3 +144,78 @@ def test_a_second_reader_draws_the_first_readers_step_without_building_it(smoke_
     assert all(not app.exception and not app.error for app in second)
     assert built == {"presentable": len(tour.STEPS)}  # nothing built again
     assert [charts(app) for app in second] == [charts(app) for app in first]
+
+
+# ---------------------------------------------------------------- one comparison for every step
+
+
+def fake_run(index: int, method: str, model: str = "minilm", status: str = "complete", label: str = "",
+             **settings) -> Run:  # fmt: skip
+    """A run as the store lists it, without files: the Tour's choice reads only settings and status."""
+    config = TrainConfig(method=method, model=model, label=label, **settings)
+    return Run(Path(f"/store/{index:02d}-{method}"), status, config, metrics=[{"epoch": 1, "micro_f1": 0.5}])
+
+
+def papers(start: int, model: str, **settings) -> list[Run]:
+    """A complete run of each of the papers' methods, store indices from `start`."""
+    return [fake_run(start + i, method, model, **settings) for i, method in enumerate(comparison_methods())]
+
+
+def test_the_tour_takes_one_comparison_and_only_its_runs():
+    """The issue's store: an older tiny-bert prefix-propagation and kernel runs beside a MiniLM comparison;
+    step 1 set both models' runs side by side, step 2 drew the tiny-bert run."""
+    older = [fake_run(0, "prefix-propagation", "tiny-bert", limit=120), fake_run(1, "kernel-prefix-propagation",
+                                                                                  "tiny-bert", limit=120)]  # fmt: skip
+    runs = older + papers(2, "minilm", limit=120)
+    shown = tour.comparison_of(runs)
+    assert {run.config.model for run in shown.runs} == {"minilm"}
+    assert {run.config.method for run in shown.runs} == set(comparison_methods())
+    assert shown.name == "minilm on bbc-news (120 examples per split, 128 tokens, 3 epochs)"
+    by_key = {step.key: step.pick(shown.runs) for step in tour.STEPS}
+    assert all(run.config.model == "minilm" for picked in by_key.values() for run in picked)
+    assert by_key["attention"][0].config.method == "prefix-propagation"
+
+
+@pytest.mark.parametrize(
+    "runs, model, why",
+    [
+        (papers(0, "minilm") + papers(10, "tiny-bert")[:3], "minilm", "covers more of the papers' methods"),
+        (papers(0, "minilm") + papers(10, "tiny-bert"), "minilm", "both complete: the default model's"),
+        (papers(0, "tiny-bert") + papers(10, "minilm", epochs=2)[:2], "tiny-bert", "covers more"),
+    ],
+)
+def test_the_comparison_covering_most_methods_then_the_default_models_is_shown(runs, model, why):
+    assert tour.comparison_of(runs).settings["model"] == model, why
+
+
+def test_among_equal_comparisons_the_newest_is_shown_and_each_method_by_its_newest_run():
+    old, new = papers(0, "minilm", limit=100), papers(10, "minilm", limit=200)
+    again = fake_run(20, "lora", "minilm", limit=200)  # not a paper method: coverage ties
+    shown = tour.comparison_of(old + new + [again])
+    assert shown.settings["limit"] == 200 and again in shown.runs
+    seeds = [fake_run(30, "fine-tuning", "minilm", seed=1, limit=200)]
+    assert tour.comparison_of(old + new + seeds).runs[-1] is seeds[0]  # the newest fine-tuning run
+    assert [run.seed for run in tour.comparison_of(old + new + seeds).runs if run.label == "fine-tuning"] == [1]
+
+
+def test_runs_that_are_not_complete_or_were_imported_make_no_comparison():
+    stopped = [fake_run(0, "fine-tuning", status="incomplete")]
+    assert tour.comparison_of(stopped) is None and tour.comparison_of([]) is None
+    imported = fake_run(1, "fine-tuning", "tiny-bert")
+    imported.record = {"imported": {"source": "a folder"}}
+    assert tour.comparison_of([imported, *papers(2, "minilm")[:1]]).runs[0].config.model == "minilm"
+    assert len(tour.comparisons([imported])) == 0
+
+
+def test_the_ece_step_gives_each_run_its_own_epochs_and_few_ticks():
+    """Step 4 with 11 runs had colliding ECE tick labels and 2-epoch runs squashed onto an 8-epoch axis."""
+    from peftviz.figures.tour import MAX_PANEL_COLUMNS, Y_TICKS, ece_panels_figure, presentable
+
+    frames = [pd.DataFrame({"run": f"run {i}", "epoch": range(1, epochs + 1), "ece": 0.05, "low": 0.03, "high": 0.07})
+              for i, epochs in enumerate([2] * 5 + [8] * 6)]  # fmt: skip
+    fig = presentable(ece_panels_figure(pd.concat(frames), "band"))
+    axes = list(fig.select_xaxes())
+    x_ranges = [tuple(axis.range) for axis in axes[:11]]
+    assert x_ranges[:5] == [(0.7, 2.3)] * 5 and x_ranges[5:] == [(0.7, 8.3)] * 6  # each run's own epochs
+    assert len({axis.domain[0] for axis in axes}) == MAX_PANEL_COLUMNS and axes[11].visible is False  # 2 rows of 6
+    assert {axis.nticks for axis in fig.select_yaxes()} == {Y_TICKS}

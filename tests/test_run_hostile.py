@@ -52,6 +52,12 @@ BAD_RECORDS = {  # folder -> (what config.json records instead, the listing's re
         {"imported": {"kind": "peftviz", "source": "x", "revision": None, "files": {"a.json": "beef"}, "labels": "x"}},
         'config.json: imported.files["a.json"] must be 64 hex digits, not "beef"',
     ),
+    "repeat-path": (  # a name in the store, never a path a listing could be steered by
+        {"repeat_of": "../../etc"},
+        'config.json: repeat_of must be a run folder\'s name or null, not "../../etc"',
+    ),
+    "repeat-number": ({"repeat_of": 7}, "config.json: repeat_of must be a run folder's name or null, not 7"),
+    "repeat-dots": ({"repeat_of": ".."}, 'config.json: repeat_of must be a run folder\'s name or null, not ".."'),
 }
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -29,8 +30,9 @@ def test_uploads_land_only_in_the_stores_uploads_under_a_content_name(tmp_path, 
         at.file_uploader[0].set_value((name, CSV.encode(), "text/csv")).run()
         assert not at.exception and not at.error
     expected = tmp_path / "cache" / "runs" / ".uploads" / f"{hashlib.sha256(CSV.encode()).hexdigest()[:16]}.csv"
+    name_file = expected.with_name(expected.name + ".name")  # the name it came under first, its last part only
     files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
-    assert files == [expected] and expected.read_text() == CSV
+    assert files == [expected, name_file] and expected.read_text() == CSV and name_file.read_text() == "x.csv"
     assert not absolute.exists() and not (tmp_path.parent / "x.csv").exists()
 
 
@@ -49,6 +51,19 @@ def test_an_upload_goes_with_the_store_and_its_errors_name_the_users_file(tmp_pa
     assert stored.read_text() == one_class and not (tmp_path / "cache").exists()
     message = at.error[0].value
     assert "'my reviews.csv'" in message and "class" in message and str(stored) not in message, message
+
+
+def test_an_upload_is_named_by_the_name_it_came_under_wherever_a_run_names_its_data(tmp_path, monkeypatch):
+    from peftviz.uploads import dataset_label, store_upload
+
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(tmp_path / "runs"))
+    stored = store_upload("C:\\Users\\me\\my reviews.csv", CSV.encode())
+    assert dataset_label(str(stored)) == "my reviews.csv (uploaded)"
+    assert store_upload("renamed.csv", CSV.encode()) == stored  # the same content: the first name stays
+    assert dataset_label(str(stored)) == "my reviews.csv (uploaded)"
+    stored.with_name(stored.name + ".name").unlink()  # an upload from before names were kept: its stored name
+    assert dataset_label(str(stored)) == str(stored)
+    assert dataset_label("bbc-news") == "bbc-news" and dataset_label("/data/x.csv") == "/data/x.csv"
 
 
 def test_two_trainings_and_the_app_share_a_store(tmp_path, monkeypatch):
@@ -157,7 +172,7 @@ def test_a_lock_file_from_another_host_counts_while_its_heartbeat_is_fresh(tmp_p
 def test_reuploading_a_different_file_of_the_same_name_leaves_an_earlier_runs_documents(tmp_path, monkeypatch):
     from peftviz.config import preset_config
     from peftviz.inference import run_data
-    from peftviz.run_labels import data_changed
+    from peftviz.run_labels import data_changed, run_labels, run_row
     from peftviz.train import train
     from peftviz.uploads import store_upload
 
@@ -166,6 +181,9 @@ def test_reuploading_a_different_file_of_the_same_name_leaves_an_earlier_runs_do
     second = first.replace("first file", "second file")
     path = store_upload("data.csv", first.encode())
     run = train(preset_config("smoke", "prefix-tuning", dataset=str(path), epochs=1), tmp_path / "runs")
+    assert run_row(run)["dataset"] == "data.csv (uploaded)"  # the name it was uploaded under, not its hash
+    on_the_corpus = replace(run, path=run.path.with_name("other"), config=replace(run.config, dataset="bbc-news"))
+    assert "dataset data.csv (uploaded)" in run_labels([run, on_the_corpus])[run.name]
     assert run.record["data_sha256"] == hashlib.sha256(first.encode()).hexdigest()
     assert store_upload("data.csv", second.encode()) != path  # the same name, other content: another file
     texts = run_data(run).splits["train"]["text"]

@@ -196,7 +196,7 @@ def test_cli_runs_lists_the_store(smoke_runs, capsys):
     assert main(["runs", "--runs-dir", str(store)]) == 0
     runs_table, groups_table = capsys.readouterr().out.split("Groups (runs that differ only in the training seed)")
     assert all(run.name in runs_table for run in runs) and runs_table.count("| complete |") == len(runs)
-    assert groups_table.count("| 0 | 1 |") == len(runs)  # one group per run: seeds "0", one complete run each
+    assert groups_table.count("| one run: seed 0 | 1 |") == len(runs)  # one group per run, one complete run each
 
 
 def test_cuda_is_picked_when_present(monkeypatch):

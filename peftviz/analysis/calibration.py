@@ -54,13 +54,21 @@ def display_names(runs: list[Run]) -> dict[str, str]:
     return names
 
 
+def evaluated_on(run: Run) -> tuple:
+    """What decides the examples a run was judged on, and the model that judged them: its dataset,
+    split seed, example limit and model. Runs alike in these compare paired on the same examples."""
+    return run.config.dataset, run.data_seed, run.config.limit, run.config.model
+
+
 def default_selection(runs: list[Run], limit: int = 6) -> list[Run]:
-    """The complete runs of the most common dataset, at most `limit` (all usable runs if none is complete)."""
-    pool = [run for run in runs if run.status == "complete"] or runs
+    """The newest `limit` complete runs evaluated as the newest complete run was (`evaluated_on`: its data,
+    split and model), in store order; all usable runs are the pool if none is complete. So the default
+    selection compares on the same examples, and holds the store's most recent work."""
+    pool = sorted([run for run in runs if run.status == "complete"] or runs, key=lambda run: (run.created, run.name))
     if not pool:
         return []
-    dataset, _ = Counter(run.config.dataset for run in pool).most_common(1)[0]
-    return [run for run in pool if run.config.dataset == dataset][:limit]
+    alike = [run for run in pool if evaluated_on(run) == evaluated_on(pool[-1])]
+    return [run for run in runs if run in alike[-limit:]]
 
 
 def finished_epochs(run: Run) -> list[int]:

@@ -37,12 +37,13 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from peftviz.analysis.calibration import resolve
+from peftviz.analysis.calibration import has_predictions, resolve
 from peftviz.analysis.estimates import cached_estimates
 from peftviz.calibration import estimators, stats
 from peftviz.errors import ConfigError, RunError
 from peftviz.store.runs import Group, Run, group_runs
 from peftviz.tables import format_table
+from peftviz.uploads import dataset_label
 
 # the Calibration page's choice of resamples: 200 gives a readable band in seconds; 1000 is the report's precision
 RESAMPLE_CHOICES = (200, 1000)
@@ -207,6 +208,7 @@ def compare_groups(groups: list[Group], settings: Settings, metrics=None, progre
 def compare_estimates(groups: list[Group], estimates: dict[str, dict], settings: Settings, metrics) -> Comparison:
     """The comparison of groups whose runs' `run_estimates` are at hand (run name -> estimates)."""
     metrics = check_metrics(metrics)
+    _one_data_split(groups)  # different data: say which, before checking the examples one by one
     n_examples = _check_same_examples(groups, settings)
     summary = summary_table(groups, estimates, metrics, settings)
     pairs = pairwise_table(groups, estimates, metrics, settings, n_examples)
@@ -222,6 +224,12 @@ def _interval_cell(mean: float, low: float, high: float) -> str:
     return f"{mean:.4f} [{low:.4f}, {high:.4f}]"
 
 
+def seeds_cell(seeds: list[int]) -> str:
+    """A unit's seeds in a table: "0,1,2"; one run says so, "one run: seed 0", rather than a bare "0"
+    that reads as a count of seeds."""
+    return f"one run: seed {seeds[0]}" if len(seeds) == 1 else ",".join(map(str, seeds))
+
+
 def wide_summary(comparison: Comparison) -> pd.DataFrame:
     """Unit × metric, each cell "mean [low, high]"; rows in the order of the units."""
     table = comparison.summary
@@ -230,7 +238,7 @@ def wide_summary(comparison: Comparison) -> pd.DataFrame:
     )
     wide = cells.pivot(index="unit", columns="metric", values="cell").reindex(table["unit"].unique())
     seeds = table.drop_duplicates("unit").set_index("unit")["seeds"]
-    wide.insert(0, "seeds", seeds)
+    wide.insert(0, "seeds", [seeds_cell(text.split(",")) for text in seeds])
     return wide[["seeds", *comparison.metrics]].reset_index()
 
 
@@ -321,6 +329,30 @@ def markdown(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- the groups table of `runs` and Home
+
+GROUP_ROW_METRICS = {"accuracy": "test accuracy", "ece": "test ECE"}  # metric -> its column, as `report` gives it
+NOT_YET = "not yet"  # a group none of whose runs has finished: test predictions are written at the end
+
+
+def group_row(group: Group, settings: Settings = Settings()) -> dict:
+    """One row of the groups table (`runs`, Home): the group's seeds, then its test accuracy and ECE as
+    `report` gives them with `settings` (its defaults: report's), "mean [95% interval]" over the runs that
+    have test predictions ("complete" counts them), from the same cached estimates; "not yet" before any."""
+    first = group.runs[0].config
+    finished = [run for run in group.runs if has_predictions(run, "test")]
+    row = {"group": group.key, "method": group.label, "dataset": dataset_label(first.dataset), "model": first.model,
+           "seeds": seeds_cell(group.seeds), "complete": len(finished)}  # fmt: skip
+    if group.repeats:  # runs at a seed the group already has (`group_runs`): named, never counted
+        row["repeats not counted"] = ", ".join(run.name for run in group.repeats)
+    if not finished:
+        return row | dict.fromkeys(GROUP_ROW_METRICS.values(), NOT_YET)
+    metrics = tuple(GROUP_ROW_METRICS)
+    estimates = {run.name: run_estimates(run, settings, metrics) for run in finished}
+    summary = summary_table([Group(group.key, finished)], estimates, metrics, settings)
+    return row | {GROUP_ROW_METRICS[r.metric]: _interval_cell(r.mean, r.low, r.high) for r in summary.itertuples()}
+
+
 # ---------------------------------------------------------------- choosing what to compare
 
 
@@ -328,7 +360,7 @@ def _one_data_split(groups: list[Group]) -> None:
     """Every unit must be judged on the same examples: same dataset, data seed and limit."""
     splits = {(run.config.dataset, run.data_seed, run.config.limit) for g in groups for run in g.runs}
     if len(splits) > 1:
-        shown = "; ".join(f"{d} (data seed {s}, limit {n})" for d, s, n in sorted(splits, key=str))
+        shown = "; ".join(f"{dataset_label(d)} (data seed {s}, limit {n})" for d, s, n in sorted(splits, key=str))
         raise ConfigError(f"these runs were evaluated on different data, so they cannot be compared: {shown}")
 
 
@@ -350,7 +382,7 @@ def select_units(runs: list[Run], names: list[str] | None = None) -> list[Group]
 
 def _units_named(name: str, groups: list[Group]) -> list[Group]:
     by_key = [g for g in groups if g.key == name]
-    by_run = [Group(run.name, [run]) for g in groups for run in g.runs if run.name == name]
+    by_run = [Group(run.name, [run]) for g in groups for run in [*g.runs, *g.repeats] if run.name == name]
     by_label = [g for g in groups if g.label == name]
     found = by_key or by_run or by_label
     if not found:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from peftviz.calibration import estimators
-from peftviz.calibration.stats import percentile_interval, resample_indices
+from peftviz.calibration.stats import interval_around, resample_indices
 from peftviz.errors import RunError
 from peftviz.store import caches, schema
 from peftviz.store.runs import Run
@@ -84,5 +84,5 @@ def cached_estimates(run: Run, which: int | str, settings, metrics) -> dict[str,
 
 
 def _estimate(value: float, draws: np.ndarray, settings) -> estimators.Estimate:
-    low, high = percentile_interval(draws, settings.level)
+    low, high = interval_around(value, draws, settings.level)
     return estimators.Estimate(value, low, high, settings.level, settings.n_resamples, draws)

@@ -274,9 +274,9 @@ def group_averaging_table(group: Group, level: float = LEVEL) -> pd.DataFrame:
 
     One row per quantity (validation/test accuracy and ECE, method parameters) and stage ("before",
     "after", "change" = after - before of the same seed). mean: the mean over the seeds that have
-    the value; low, high: the `level` Student t interval of that mean (NaN for fewer than two
-    seeds); n: those seeds; then one column per member (`member_columns`) with its own value (NaN
-    where it has none: e.g. a run not evaluated after averaging).
+    the value; low, high: the `level` Student t interval of that mean, cut to the quantity's range
+    (`quantity_range`; NaN for fewer than two seeds); n: those seeds; then one column per member
+    (`member_columns`) with its own value (NaN where it has none: e.g. a run not evaluated after averaging).
     """
     tables = [{row["quantity"]: row for row in averaging_table(run).rows} for run in group.runs]
     columns = member_columns(group)
@@ -288,9 +288,19 @@ def group_averaging_table(group: Group, level: float = LEVEL) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["quantity", "stage", "mean", "low", "high", "n", *columns])
 
 
+def quantity_range(quantity: str, stage: str) -> tuple[float, float]:
+    """Where a quantity's mean lies: a score (accuracy, ECE) in [0, 1], its change in [-1, 1]; a count of
+    parameters at 0 or more. A t-interval over two or three seeds runs far past these; cut to them, it
+    still holds the mean, and the true mean whenever the whole interval did (it lies in the range)."""
+    if quantity in METRICS:
+        return (-1.0, 1.0) if stage == "change" else (0.0, 1.0)
+    return (-np.inf, np.inf) if stage == "change" else (0.0, np.inf)
+
+
 def _seed_row(quantity: str, stage: str, values: list, columns: list[str], level: float) -> dict:
     """mean, low, high and n over the values that are present (NaNs and n = 0 when none is), then each seed's."""
     present = [float(value) for value in values if value is not None]
     mean, low, high = t_interval(present, level) if present else (np.nan,) * 3
+    low, high = np.clip([low, high], *quantity_range(quantity, stage)).tolist()  # NaN stays NaN
     seeds = {column: np.nan if value is None else value for column, value in zip(columns, values)}
     return {"quantity": quantity, "stage": stage, "mean": mean, "low": low, "high": high, "n": len(present), **seeds}

@@ -48,8 +48,9 @@ The estimators, by their names in ESTIMATORS
 
 Bootstrap (`peftviz.calibration.stats`): rows of ``resample_indices(N, R, seed)``; every estimator of one run,
 and both runs of a paired comparison, see the same rows. The interval is the percentile interval
-of the R resampled values around the point value on all data. Biased estimators (ece, mce, ...)
-can have the point value outside the interval.
+of the R resampled values, widened to hold the point value on all data where it falls outside
+(`stats.interval_around`): near 0, a calibration error's resamples fold noise upward and can all lie
+above the value.
 
 References: Naeini, Cooper & Hauskrecht (AAAI 2015); Guo et al. (ICML 2017); Kull et al.
 (NeurIPS 2019); Kumar, Liang & Ma (NeurIPS 2019); Roelofs et al. (AISTATS 2022); Blasiok & Nakkiran
@@ -79,7 +80,7 @@ import numpy as np
 
 from peftviz.calibration import binning, checks
 from peftviz.calibration.metrics import PROB_FLOOR
-from peftviz.calibration.stats import LEVEL, check_resampling, percentile_interval, resample_indices
+from peftviz.calibration.stats import LEVEL, check_resampling, interval_around, resample_indices
 from peftviz.errors import ConfigError
 
 _CHUNK_ELEMENTS = 2_000_000  # resample rows x N per pass: bounds the work arrays to ~100 MB
@@ -400,7 +401,7 @@ DEFAULT_METRICS = ("accuracy", "macro_f1", "ece", "smooth_ece", "debiased_ece", 
 
 @dataclass(frozen=True)
 class Estimate:
-    """Point value on all data and percentile bootstrap interval [low, high] at ``level``.
+    """Point value on all data and percentile bootstrap interval [low, high] at ``level``, holding the value.
 
     >>> Estimate(value=0.58, low=0.52, high=0.66, level=0.95, n_resamples=200)  # the draws are not shown
     Estimate(value=0.58, low=0.52, high=0.66, level=0.95, n_resamples=200)
@@ -525,7 +526,7 @@ def estimate_all(
     indices = resample_indices(np.asarray(labels).shape[0], n_resamples, seed)
     samples = bootstrap_samples(probs, labels, indices, n_bins, scheme, metrics)
     return {
-        name: Estimate(value, *percentile_interval(samples[name], level), level, n_resamples, samples[name])
+        name: Estimate(value, *interval_around(value, samples[name], level), level, n_resamples, samples[name])
         for name, value in values.items()
     }
 

@@ -5,6 +5,7 @@ from the run's stored test predictions when the card is written."""
 from __future__ import annotations
 
 from peftviz.calibration.estimators import estimate_all
+from peftviz.exchange.hf import peftviz_only
 from peftviz.store.runs import Run
 
 CARD_METRICS = {"accuracy": "accuracy", "ece": "ECE (10 equal-width bins)", "smooth_ece": "smooth ECE",
@@ -32,7 +33,7 @@ def model_card(run: Run, peft: bool) -> str:
             f"Exported from peftviz run `{run.name}` ({run.status}, best epoch {run.best_epoch} of {config.epochs}).",
             f"Classes, in the order of the head's outputs: {', '.join(run.label_names)}.",
             "",
-            _loading(peft),
+            _loading(peft, config.model),
             "",
             "## Settings",
             "",
@@ -55,7 +56,16 @@ def model_card(run: Run, peft: bool) -> str:
     )
 
 
-def _loading(peft: bool) -> str:
+IMPORT_RECIPE = "`python -m peftviz import THIS_FOLDER --dataset D`"
+
+
+def _loading(peft: bool, model: str) -> str:
+    if peft and peftviz_only(model):  # peft's recipe would ask transformers for a base only peftviz has
+        return (
+            f"A Hugging Face peft adapter (task SEQ_CLS; the head in `modules_to_save`) on `{model}`, an encoder "
+            "that exists only inside peftviz (built by peftviz, not on the hub), so peft cannot load it on its own. "
+            f"It loads back into peftviz, which builds that base: {IMPORT_RECIPE}."
+        )
     if peft:
         return (
             "A Hugging Face peft adapter (task SEQ_CLS; the head in `modules_to_save`):\n\n"
@@ -66,9 +76,9 @@ def _loading(peft: bool) -> str:
             "base = AutoModelForSequenceClassification.from_pretrained(config.base_model_name_or_path, num_labels=N)\n"
             'model = PeftModel.from_pretrained(base, "THIS_FOLDER")\n'
             "```\n\n"
-            "or back into peftviz: `python -m peftviz import THIS_FOLDER --dataset D`."
+            f"or back into peftviz: {IMPORT_RECIPE}."
         )
     return (
         "The run's trained tensors (params.safetensors) and settings (peftviz.json). The method is peftviz's "
-        "own, so this folder loads into peftviz: `python -m peftviz import THIS_FOLDER --dataset D`."
+        f"own, so this folder loads into peftviz: {IMPORT_RECIPE}."
     )

@@ -24,7 +24,15 @@ from safetensors.torch import save_file
 
 from peftviz.errors import ExchangeError
 from peftviz.exchange import card
-from peftviz.exchange.hf import classifier_for, copy_into, encoder_names, head_of, live_tensors, portable_base
+from peftviz.exchange.hf import (
+    classifier_for,
+    copy_into,
+    encoder_names,
+    head_of,
+    live_tensors,
+    portable_base,
+    quiet_peft_wrapping,
+)
 from peftviz.exchange.sources import MANIFEST
 from peftviz.inference import load_trained
 from peftviz.model import PeftClassifier
@@ -54,6 +62,7 @@ def export_run(run: Run, folder: Path) -> Path:
         manifest = {"format": MANIFEST_FORMAT, "run": run.name, "config": run.record, "label_names": run.label_names}
         (building / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
         (building / "README.md").write_text(card.model_card(run, peft=bool(model.method.peft_type)))
+        _give_usual_mode(building, like=building / MANIFEST)
         if folder.exists():
             folder.rmdir()
         building.rename(folder)
@@ -65,7 +74,7 @@ def export_run(run: Run, folder: Path) -> Path:
 def peft_adapter_model(model: PeftClassifier, label_names: list[str], base: str):
     """The run's model as peft's PeftModel on the architecture's AutoModelForSequenceClassification:
     every tensor copied from `model`, so its logits are peftviz's (checked by the tests)."""
-    from peft import PEFT_TYPE_TO_CONFIG_MAPPING, get_peft_model
+    from peft import PEFT_TYPE_TO_CONFIG_MAPPING
 
     if model.pooling != "cls":
         raise ExchangeError(
@@ -76,11 +85,9 @@ def peft_adapter_model(model: PeftClassifier, label_names: list[str], base: str)
     head = head_of(encoder.config.model_type)
     config_class = PEFT_TYPE_TO_CONFIG_MAPPING[method.peft_type]
     settings = method.peft_config()  # a ConfigError where the run's options have no exact peft form
-    peft_config = config_class(
-        task_type="SEQ_CLS", modules_to_save=list(head.modules_to_save), base_model_name_or_path=base, **settings
-    )
+    peft_config = config_class(task_type="SEQ_CLS", modules_to_save=list(head.modules_to_save), **settings)
     classifier = classifier_for(encoder.config, label_names)
-    peft_model = get_peft_model(classifier, peft_config).eval()
+    peft_model = _wrapped(classifier, peft_config, base)
     live = live_tensors(peft_model.get_base_model())
     ours = model.state_dict()
     copy_into(live, encoder.state_dict(), encoder_names(encoder, classifier))  # the base and injected tensors
@@ -91,9 +98,33 @@ def peft_adapter_model(model: PeftClassifier, label_names: list[str], base: str)
     return peft_model
 
 
+def _wrapped(classifier, peft_config, base: str):
+    """peft's get_peft_model, its config then made to say what the adapter is: `base`, each saved module once."""
+    from peft import get_peft_model
+
+    with quiet_peft_wrapping():
+        peft_model = get_peft_model(classifier, peft_config).eval()
+    config = peft_model.peft_config["default"]
+    # named after wrapping: get_peft_model names the base after the classifier (None: built from config) and warns
+    # that a name given before was "renamed"
+    config.base_model_name_or_path = base
+    # peft appends the heads it saves by itself ("classifier", "score") to ours, twice for prompt learning
+    config.modules_to_save = list(dict.fromkeys(config.modules_to_save))
+    return peft_model
+
+
 def _write_adapter(run: Run, model: PeftClassifier, folder: Path) -> None:
     base = portable_base(run.config.model)
     peft_model = peft_adapter_model(model, run.label_names, base)
-    peft_model.peft_config["default"].base_model_name_or_path = base  # get_peft_model takes the classifier's ("")
     # the embedding layers never train here: no need for peft to fetch the base's config to decide so
     peft_model.save_pretrained(str(folder), safe_serialization=True, save_embedding_layers=False)
+
+
+def _give_usual_mode(folder: Path, like: Path) -> None:
+    """Give every file in `folder` the mode of `like`, a file Python created, so the umask's (0644 under umask
+    022): safetensors writes its files through a private temporary file, mode 0600, which an export (a
+    folder to share) should not keep. The run store's own files are left as they are."""
+    mode = like.stat().st_mode & 0o777
+    for file in folder.iterdir():
+        if file.is_file() and not file.is_symlink():
+            file.chmod(mode)

@@ -16,6 +16,9 @@ to its base reads the base checkpoint's. Mean pooling has no Hugging Face form a
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,7 @@ from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
 from peftviz.backbones import DEFAULT_MODEL, TINY_MODELS
 from peftviz.errors import ExchangeError
+from peftviz.long_minilm import parse_long_minilm
 from peftviz.paths import minilm_path
 
 # the shipped MiniLM is this hub checkpoint: what an exported adapter names as its base
@@ -104,6 +108,25 @@ def portable_base(model: str) -> str:
         return HUB_NAMES[model]
     path = Path(model).expanduser()
     return str(path.resolve()) if model not in TINY_MODELS and path.exists() else model
+
+
+def peftviz_only(model: str) -> bool:
+    """Whether `model` names an encoder that exists only inside peftviz (a tiny random encoder, the long
+    MiniLM it builds): no other library loads a base by that name."""
+    try:
+        return model in TINY_MODELS or parse_long_minilm(model) is not None
+    except ValueError:  # a typo of a long-minilm name: not one of peftviz's
+        return False
+
+
+@contextmanager
+def quiet_peft_wrapping() -> Iterator[None]:
+    """peft 0.21's PeftModel asks the classifier for transformers' deprecated `is_gradient_checkpointing`,
+    which warns (FutureWarning) on every get_peft_model: peft's call, nothing a peftviz user can change,
+    so that one warning is silenced here; every other warning still shows."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
 
 
 def peftviz_base(name: str) -> str:

@@ -50,6 +50,7 @@ from peftviz.exchange.hf import (
     head_of,
     live_tensors,
     peftviz_base,
+    quiet_peft_wrapping,
 )
 from peftviz.exchange.request import ImportRequest
 from peftviz.inference import evaluation_metrics, make_loader, pick_device, predict, rebuild, tokenize
@@ -233,9 +234,11 @@ def _peft_model(source: sources.Source, peft_type: str, encoder, head: Head, n_c
     copy_into(live_tensors(classifier), encoder.state_dict(), encoder_names(encoder, classifier))
     peft_config = PEFT_TYPE_TO_CONFIG_MAPPING[peft_type].from_pretrained(str(source.folder))
     peft_config.inference_mode = True
-    # the base as loaded here (the run's record keeps the source): no warning that it was "renamed"
-    peft_config.base_model_name_or_path = classifier.name_or_path
-    peft_model = get_peft_model(classifier, peft_config).eval()
+    # the base as loaded here (the run's record keeps the source), as get_peft_model names a classifier built from
+    # config (None, not its name_or_path ""): no warning that it was "renamed"
+    peft_config.base_model_name_or_path = classifier.name_or_path or None
+    with quiet_peft_wrapping():
+        peft_model = get_peft_model(classifier, peft_config).eval()
     _load_adapter_weights(peft_model, weights, base, source.name)
     if "pooler" in head.modules_to_save and "pooler" not in (peft_config.modules_to_save or []):  # BERT's
         _base_pooler(classifier, base, source.name)  # the adapter trained on the base's own pooler

@@ -11,9 +11,14 @@ import plotly.graph_objects as go
 
 from peftviz.analysis.attention import MAX_COLUMNS, MAX_ROWS, MassProfile, PrefixRows
 from peftviz.errors import ConfigError
+from peftviz.figures.cell_text import show_fitting_text
 
 COLOURS = "Viridis"
 ROW_PX = 16  # height of one token row
+CELL_FONT_PX = 10  # a λ(C) grid's numbers in its cells
+# the λ(C) grid's width on the Attention page, in half its main column, in a 1280×720 window with the
+# sidebar open (measured in Chromium): its numbers are printed where they fit at this width
+GRID_WIDTH_PX = 400
 
 
 def _check_cells(matrix: np.ndarray) -> None:
@@ -36,9 +41,11 @@ def fitted_top(matrix: np.ndarray) -> float:
     return top if top > 0 else 1.0
 
 
-def prefix_mass_grid_figure(grid: np.ndarray, title: str = "Prefix mass λ(C) per layer and head") -> go.Figure:
-    """Layer × head heatmap of prefix mass (layers × heads), annotated, on a colour scale from 0 to
-    the grid's largest value, stated in the colour bar's title."""
+def prefix_mass_grid_figure(grid: np.ndarray, title: str = "Prefix mass λ(C) per layer and head",
+                            width_px: float = GRID_WIDTH_PX) -> go.Figure:  # fmt: skip
+    """Layer × head heatmap of prefix mass (layers × heads) on a colour scale from 0 to the grid's
+    largest value, stated in the colour bar's title; each cell's value printed in it where it fits at
+    `width_px` (`cell_text`), and in the hover everywhere."""
     n_layers, n_heads = grid.shape
     top = fitted_top(grid)
     heatmap = go.Heatmap(
@@ -48,9 +55,7 @@ def prefix_mass_grid_figure(grid: np.ndarray, title: str = "Prefix mass λ(C) pe
         zmin=0,
         zmax=top,
         colorscale=COLOURS,
-        text=np.round(grid, 3),
-        texttemplate="%{text:.3f}",
-        textfont_size=9,
+        texttemplate="%{z:.3f}",  # where it fits: show_fitting_text
         hovertemplate="layer %{y}, head %{x}: λ = %{z:.4f}<extra></extra>",
         colorbar=dict(title=f"λ, 0–{top:.3f}", title_side="right", nticks=4),
     )
@@ -60,7 +65,7 @@ def prefix_mass_grid_figure(grid: np.ndarray, title: str = "Prefix mass λ(C) pe
                       margin={"t": 80})  # fmt: skip
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
-    return fig
+    return show_fitting_text(fig, width_px, CELL_FONT_PX)
 
 
 def _where(layer: int | None, head: int | None) -> str:

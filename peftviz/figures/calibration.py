@@ -304,7 +304,8 @@ def ece_over_epochs_figure(curves: pd.DataFrame, scheme: str, n_bins: int, band:
                            series: dict[str, Series] | None = None) -> go.Figure:  # fmt: skip
     """Small multiples: one panel per run or group (rows of analysis.ece_over_epochs or
     group_ece_over_epochs, concatenated), on shared axes, each its line over its band; a group's
-    seeds as thin dotted lines in shades of its colour. `band` says what the band is.
+    seeds as thin dotted lines in shades of its colour (`seed_lines`: a single run's rows have no
+    members, NaN in a table that also holds a group's). `band` says what the band is.
 
     One panel each because six translucent bands on one plot blend into one another; shared axes
     keep the panels comparable. `series`: name -> Series, for the palette's colours. `epoch`,
@@ -327,9 +328,7 @@ def ece_over_epochs_figure(curves: pd.DataFrame, scheme: str, n_bins: int, band:
         _band(fig, epochs, rows["low"].clip(lower=0), rows["high"], line_color, name, where)  # ECE ≥ 0
         fig.add_trace(go.Scatter(x=epochs, y=rows["ece"].tolist(), mode="lines+markers", name=name,
                                  line={"color": line_color}, legendgroup=name), **where)  # fmt: skip
-        members = rows["members"].tolist() if "members" in rows else []
-        seeds = rows["seeds"].iloc[0] if members else []
-        for seed, values in zip(seeds, zip(*members)):
+        for seed, values in seed_lines(rows):
             shade = color(Series(who.method, who.variant, seed))
             fig.add_trace(go.Scatter(x=epochs, y=list(values), mode="lines", line={"color": shade, "width": 1, "dash": "dot"},
                                      name=f"{name} seed {seed}", legendgroup=name, showlegend=False), **where)  # fmt: skip
@@ -342,11 +341,26 @@ def ece_over_epochs_figure(curves: pd.DataFrame, scheme: str, n_bins: int, band:
     return fig
 
 
+def _is_seed_list(cell) -> bool:
+    """A `members` or `seeds` cell of a group's row: a list. A single run's row has none (NaN once its
+    rows are concatenated with a group's)."""
+    return isinstance(cell, (list, tuple, np.ndarray))
+
+
+def seed_lines(rows: pd.DataFrame) -> list[tuple[int, list[float]]]:
+    """(seed, its ECE at each epoch) for each seed of one panel's rows; [] for a single run's panel.
+    Rows of `group_ece_over_epochs` list every seed's ECE in `members`, in the order of `seeds`."""
+    if "members" not in rows or not all(map(_is_seed_list, rows["members"])):
+        return []
+    seeds = rows["seeds"].iloc[0]
+    return [(seed, [float(members[i]) for members in rows["members"]]) for i, seed in enumerate(seeds)]
+
+
 def _highest_drawn(curves: pd.DataFrame) -> float:
     """The largest finite value of the ECE lines, their bands' tops and their seeds' lines (at least 1e-3)."""
     columns = [curves[c].to_numpy(dtype=float) for c in ("ece", "high")]
     if "members" in curves:
-        columns += [np.asarray(list(members), dtype=float) for members in curves["members"]]
+        columns += [np.asarray(members, dtype=float) for members in curves["members"] if _is_seed_list(members)]
     values = np.concatenate([np.ravel(c) for c in columns])
     finite = values[np.isfinite(values)]
     return max(float(finite.max()) if finite.size else 0.0, 1e-3)

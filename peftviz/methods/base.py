@@ -7,8 +7,10 @@ own injection into the encoder's linear layers. The classifier counts as the met
 everything it owns plus whatever it added to the encoder.
 
 What a method tells the rest of peftviz (class attributes and methods below):
-- training: `trains_backbone`, `learning_rates` per preset, `after_training()` (e.g. head averaging),
-  `comparison_variants()` and `before_training()` (a variant that starts from an earlier run);
+- training: `trains_backbone`, `learning_rates` per preset, `learning_rate_grid` (the papers' search,
+  for `learning_rate_note`), `after_training()` (e.g. head averaging), `comparison_variants()` and
+  `before_training()` (a variant that starts from an earlier run); `run_links` (options naming another
+  run), `linkable_runs()` (the store's runs the app offers for one) and `check_links()`;
 - building: `added_positions` (position-table rows it uses besides the text's, checked against
   the encoder with max_length);
 - the analyses: `prefix_keys` (λ(C) and the prefix-mass grid apply), `n_prefix_queries` (prefix
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
     from peftviz.config import TrainConfig
     from peftviz.store.runs import Run
 
+# a learning rate this many times beyond its method's usual range gets a warning (`learning_rate_note`)
+FAR_FACTOR = 10
+
 
 @dataclass
 class MethodConfig(Options):
@@ -58,6 +63,9 @@ class PeftMethod(nn.Module):
     learning_rates: ClassVar[dict[str, float]] = {}
     # names (or parts of names) of its parameters that are scalings, not weights: AdamW does not decay them
     no_weight_decay: ClassVar[tuple[str, ...]] = ()
+    # the learning rates its papers searched: with `learning_rates`, the usual range (`usual_learning_rates`).
+    # The default is the prefix-propagation paper's grid for prefixes (Table 5, {5e-4 … 5e-2})
+    learning_rate_grid: ClassVar[tuple[float, ...]] = (5e-4, 5e-2)
     # options that name another run (not settings: groups of seeds and rebuilding a run ignore them)
     run_links: ClassVar[frozenset[str]] = frozenset()
 
@@ -130,6 +138,35 @@ class PeftMethod(nn.Module):
     @classmethod
     def learning_rate(cls, preset: str, default: float) -> float:
         return cls.learning_rates.get(preset, default)
+
+    @classmethod
+    def usual_learning_rates(cls) -> tuple[float, float]:
+        """(lowest, highest) rate the method trains at: its papers' grid and its presets' rates."""
+        rates = [*cls.learning_rate_grid, *cls.learning_rates.values()]
+        return min(rates), max(rates)
+
+    @classmethod
+    def learning_rate_note(cls, rate: float) -> str | None:
+        """One sentence when `rate` is more than FAR_FACTOR times outside the usual range (a warning: it
+        trains anyway), else None; also None for a rate the config refuses (not above 0)."""
+        low, high = cls.usual_learning_rates()
+        if not rate > 0 or low / FAR_FACTOR <= rate <= high * FAR_FACTOR:
+            return None
+        return (
+            f"Learning rate {rate:g} is far outside {cls.name}'s usual range, {low:g} to {high:g} (its papers' "
+            f"grid and the presets): it will train, but expect it to diverge or hardly to move"
+        )
+
+    @classmethod
+    def linkable_runs(cls, link: str, runs: list[Run], model: str) -> list[Run]:
+        """The runs of `runs` that option `link` (one of `run_links`) may name for a run on `model`: what
+        the app offers to choose from, instead of a path typed into a field."""
+        return []
+
+    @classmethod
+    def check_links(cls, config: TrainConfig, runs: list[Run]) -> None:
+        """ConfigError (one line) when an option of `run_links` in `config` names no run of `runs` it may
+        start from, or one that does not fit `config`: what the app checks before queueing a job."""
 
     @classmethod
     def comparison_variants(cls, config: TrainConfig) -> list[TrainConfig]:

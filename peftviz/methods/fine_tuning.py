@@ -20,3 +20,4 @@ class FineTuning(PeftMethod):
     # every pretrained weight moves: rates of the papers' grid for fine-tuning ({3e-5, 5e-5}) and,
     # for the short presets, a little higher so three epochs suffice
     learning_rates = {"smoke": 1e-3, "quick": 1e-4, "quick-long": 1e-4, "paper": 5e-5}
+    learning_rate_grid = (3e-5, 5e-5)

@@ -93,6 +93,7 @@ class PromptTuning(PeftMethod):
     peft_type = "PROMPT_TUNING"
     # the presets' default rate suits it, as it suits the prefixes (Lester et al. train T5's prompts
     # at 0.3, with Adafactor)
+    learning_rate_grid = (5e-4, 0.3)
 
     def __init__(self, config: PromptTuningConfig, encoder_config):
         super().__init__(config, encoder_config)

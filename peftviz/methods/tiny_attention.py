@@ -245,6 +245,37 @@ class TinyAttentionMethod(PeftMethod):
         ]
 
     @classmethod
+    def linkable_runs(cls, link: str, runs: list[Run], model: str) -> list[Run]:
+        """`init_from`: the complete one-head runs of this method on `model`, whose adapters every head can copy."""
+        return [run for run in runs if cls._starts_heads(run) and run.config.model == model]
+
+    @classmethod
+    def _starts_heads(cls, run: Run) -> bool:
+        return (run.status == "complete" and run.config is not None and run.config.method == cls.name
+                and run.method_config.n_heads == 1)  # fmt: skip
+
+    @classmethod
+    def check_links(cls, config: TrainConfig, runs: list[Run]) -> None:
+        """`init_from` must be a run of `runs` (the store's, by its parameters' path) that starts these heads:
+        complete, one head, the same model and head size. Said of the run, never of a path."""
+        path = config.method_options.get("init_from")
+        if not path:
+            return
+        run = next((run for run in runs if str(run.params_path) == path), None)
+        if run is None or not run.params_path.is_file():
+            raise ConfigError("the starting run (init_from) is no longer in the store; choose another")
+        if not cls._starts_heads(run):
+            raise ConfigError(f"starting run {run.name} (init_from) is not a complete one-head {cls.name} run")
+        starting = f"starting run {run.name} (init_from)"
+        if run.config.model != config.model:
+            raise ConfigError(
+                f"{starting} was trained on {run.config.model}, not {config.model}; its adapters fit only that model"
+            )
+        head_dim, its_head_dim = config.method_config.head_dim, run.method_config.head_dim
+        if its_head_dim != head_dim:
+            raise ConfigError(f"{starting} has heads of size {its_head_dim}, not {head_dim} (head_dim)")
+
+    @classmethod
     def before_training(cls, config: TrainConfig, earlier: list[Run]) -> TrainConfig:
         """A multi-head adapter without `init_from` starts from the comparison's last one-head run."""
         options = config.method_options

@@ -113,6 +113,11 @@ class Run:
         return self.record.get("imported")
 
     @property
+    def repeat_of(self) -> str | None:
+        """The run folder this run repeats (same settings and seed, trained anew with force); None for others."""
+        return self.record.get("repeat_of")
+
+    @property
     def group_key(self) -> str:
         """Equal for runs whose settings differ only in the training seed (see `group_runs`); imported
         runs group with imported runs only."""
@@ -164,22 +169,27 @@ class Run:
 def group_key(config: TrainConfig, imported: bool = False) -> str:
     """A short hash of every setting but the training seed and the method's links to other runs (the
     one-head run a four-head tiny-attention run starts from is another run at each seed), and of
-    whether the run was imported (evaluated, not trained, with these settings)."""
-    settings = config.to_dict()
+    whether the run was imported (evaluated, not trained, with these settings).
+
+    The settings are normalised (`TrainConfig.key_settings`): a method option at its default is the
+    same configuration whether it was stored (the Train page) or left out (the CLI). The key is
+    computed when a run is read, so the runs of an existing store regroup by it; nothing is rewritten."""
+    settings = config.key_settings
     if imported:
         settings["imported"] = True
     del settings["seed"]
-    settings["method_options"] = config.setting_options
     text = json.dumps(settings, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 @dataclass
 class Group:
-    """Runs that differ only in the training seed, ordered by seed: one method under one setting."""
+    """Runs that differ only in the training seed, ordered by seed, one run per seed: one method under one
+    setting. `repeats`: the group's other runs at a seed it already has (`group_runs`), not counted as seeds."""
 
     key: str
     runs: list[Run]
+    repeats: list[Run] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -199,14 +209,32 @@ class Group:
 def group_runs(runs: list[Run]) -> list[Group]:
     """Usable runs (not corrupt, at least one finished epoch) grouped by `group_key`, in store order.
 
-    Two runs with the same key and the same seed (the same comparison trained twice) both stay in
-    the group: the seed list then shows the repeat.
+    A group's seeds are distinct: of several runs with the same key and seed (a forced repeat, or a
+    store from before repeats were marked), the group counts the one `original_first` puts first and
+    keeps the others as `repeats`, which no mean, interval or seed count includes.
     """
     groups: dict[str, list[Run]] = {}
     for run in runs:
         if run.status != "corrupt" and run.metrics:
             groups.setdefault(run.group_key, []).append(run)
-    return [Group(key, sorted(members, key=lambda run: run.seed)) for key, members in groups.items()]
+    return [_one_per_seed(key, members) for key, members in groups.items()]
+
+
+def _one_per_seed(key: str, members: list[Run]) -> Group:
+    by_seed: dict[int, list[Run]] = {}
+    for run in sorted(members, key=original_first):
+        by_seed.setdefault(run.seed, []).append(run)
+    kept = [found[0] for _, found in sorted(by_seed.items())]
+    repeats = [run for _, found in sorted(by_seed.items()) for run in found[1:]]
+    return Group(key, kept, repeats)
+
+
+def original_first(run: Run) -> tuple:
+    """The order in which runs of one configuration and seed stand for it: complete before anything else
+    (a run stopped and then trained again from scratch has one finished result), unmarked before a
+    marked repeat, then the furthest along, then the earliest: the run that was there first, so the
+    numbers a group showed do not change when a repeat is trained."""
+    return (run.status != "complete", run.repeat_of is not None, -run.epochs_done, run.created, run.name)
 
 
 def load_run(path: Path) -> Run:

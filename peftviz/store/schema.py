@@ -9,7 +9,8 @@ within its limit, npz and safetensors headers against the file's size) and check
     config.json         a TrainConfig (`TrainConfig.from_stored` checks each setting) plus the record:
                         label_names (>= 2 distinct strings), parameters (name -> count <= MAX_COUNT),
                         environment (an object), data_sha256 (64 hex digits or null; optional),
-                        attempts (who trained it), imported (an evaluation-only run's origin; optional)
+                        attempts (who trained it), imported (an evaluation-only run's origin; optional),
+                        repeat_of (the run folder's name a forced repeat repeats; optional)
     metrics.jsonl       one object per line: epoch (1, 2, ... in order), every other value a number
     summary.json        status "complete" or "failed"; error (text); params_epoch (the epoch the
                         parameters belong to); test and other evaluations (name -> number)
@@ -215,6 +216,18 @@ def _imported(imported, file: str, field: str) -> None:
             raise Corrupt(file, f"{field}.files[{_shown(name)}] must be 64 hex digits, not {_shown(digest)}")
 
 
+FOLDER_NAME = re.compile(r"[^/\\\x00]{1,255}")  # one folder's name: no separator, at most a file name's 255
+
+
+def _repeat_of(name, file: str, field: str) -> None:
+    """The run folder (its name, in the same store) that a run trained anew with force repeats: same
+    settings, same seed. A name, never a path: a listing must not be steered to other folders."""
+    if name is None:
+        return
+    if not (isinstance(name, str) and FOLDER_NAME.fullmatch(name) and name not in (".", "..")):
+        raise Corrupt(file, f"{field} must be a run folder's name or null, not {_shown(name)}")
+
+
 # what config.json records besides the settings: field -> (its value when absent, its check)
 RECORD_FIELDS = {
     "label_names": (None, _label_names),
@@ -223,6 +236,7 @@ RECORD_FIELDS = {
     "data_sha256": (None, _data_sha256),  # runs from before it was recorded, and hub data, have none
     "attempts": ([], _attempts),  # runs from before it was recorded have none
     "imported": (None, _imported),  # runs peftviz trained have none
+    "repeat_of": (None, _repeat_of),  # only on a run forced beside an existing one of its key and seed
 }
 
 
