@@ -31,13 +31,14 @@ RUN_COLUMN_CONFIG = {
     "model": st.column_config.TextColumn(width=70),
     "run": st.column_config.TextColumn("run folder", width=75),
 }  # fmt: skip
-# the groups table fits the same 818 px: a long dataset path or model name is cut, its full text on hover
+# the groups table fits the same 818 px (805): a long dataset path or model name is cut, its full text on hover;
+# the seeds column holds "one run: seed 0" whole
 GROUP_COLUMN_CONFIG = {
     "group": st.column_config.TextColumn(width=70),
-    "method": st.column_config.TextColumn(width=130),
-    "dataset": st.column_config.TextColumn(width=80),
+    "method": st.column_config.TextColumn(width=120),
+    "dataset": st.column_config.TextColumn(width=75),
     "model": st.column_config.TextColumn(width=70),
-    "seeds": st.column_config.TextColumn(width=70),
+    "seeds": st.column_config.TextColumn(width=105),
     "complete": st.column_config.NumberColumn(width=65),
     "test accuracy": st.column_config.TextColumn(width=150),
     "test ECE": st.column_config.TextColumn(width=150),

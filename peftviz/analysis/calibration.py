@@ -68,7 +68,8 @@ def default_selection(runs: list[Run], limit: int = 6) -> list[Run]:
     if not pool:
         return []
     alike = [run for run in pool if evaluated_on(run) == evaluated_on(pool[-1])]
-    return [run for run in runs if run in alike[-limit:]]
+    newest = {run.path for run in alike[-limit:]}  # by folder: a Run compares field by field, metrics and all
+    return [run for run in runs if run.path in newest]
 
 
 def finished_epochs(run: Run) -> list[int]:

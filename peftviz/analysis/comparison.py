@@ -41,6 +41,7 @@ from peftviz.analysis.calibration import has_predictions, resolve
 from peftviz.analysis.estimates import cached_estimates
 from peftviz.calibration import estimators, stats
 from peftviz.errors import ConfigError, RunError
+from peftviz.run_labels import NOT_YET  # a group none of whose runs has finished: test predictions come at the end
 from peftviz.store.runs import Group, Run, group_runs
 from peftviz.tables import format_table
 from peftviz.uploads import dataset_label
@@ -332,7 +333,6 @@ def markdown(comparison: Comparison) -> str:
 # ---------------------------------------------------------------- the groups table of `runs` and Home
 
 GROUP_ROW_METRICS = {"accuracy": "test accuracy", "ece": "test ECE"}  # metric -> its column, as `report` gives it
-NOT_YET = "not yet"  # a group none of whose runs has finished: test predictions are written at the end
 
 
 def group_row(group: Group, settings: Settings = Settings()) -> dict:
