@@ -8,7 +8,7 @@ and the hidden page below finds it afterwards. The default page's own path only 
 
 import streamlit as st
 
-from peftviz import jobpanel
+from peftviz.app import jobpanel
 
 if jobpanel.policy().shared:  # a page's bug shows its kind, never a traceback naming the server's files
     st.set_option("client.showErrorDetails", "type")

@@ -46,9 +46,9 @@ def main() -> None:
 
     from streamlit.testing.v1 import AppTest
 
-    from peftviz.data import load_data
-    from peftviz.inference import load_trained
+    from peftviz.data.loading import load_data
     from peftviz.store.runs import load_run
+    from peftviz.training.inference import load_trained
 
     run = load_run(store / args.run.name)
     texts = [text for split in load_data("bbc-news").splits.values() for text in split["text"]]

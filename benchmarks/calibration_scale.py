@@ -12,7 +12,7 @@ Each measurement runs in a new Python process, as a user's command or a server s
   on groups (the page's default for a store with seeds) and on single runs: the first render in a
   new process with no estimates on disk, the first render in a new process with them on disk,
   and a second render in the same process (a new session: the process's caches are warm). The
-  process first imports `peftviz.appkit`, which every page imports (with torch and transformers,
+  process first imports `peftviz.app.appkit`, which every page imports (with torch and transformers,
   through jobs -> train: about 5 s on this machine, paid once per server), so a first render is
   what the first visit of this page costs a server that has shown any page.
 
@@ -32,7 +32,7 @@ PAGE = ROOT / "pages" / "2_Calibration.py"
 
 RENDER = """
 import sys, time
-import peftviz.appkit  # every page imports it, with torch and transformers (jobs -> train): ~5 s, paid once
+import peftviz.app.appkit  # every page imports it, with torch and transformers (jobs -> train): ~5 s, paid once
 from streamlit.testing.v1 import AppTest
 view = sys.argv[1]
 times = []

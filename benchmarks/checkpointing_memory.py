@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from peftviz import build_classifier, load_encoder
-from peftviz.inference import pick_device
+from peftviz.training.inference import pick_device
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -63,7 +63,7 @@ def build_encoder(name: str):
     if name == "longformer-base":
         from transformers import LongformerConfig
 
-        from peftviz.longformer import LongEncoder
+        from peftviz.modeling.longformer import LongEncoder
 
         torch.manual_seed(0)
         return LongEncoder(LongformerConfig(attention_window=512, max_position_embeddings=4098))

@@ -1,4 +1,4 @@
-"""Time peftviz.data.load_data: the built-in bbc-news corpus cold and cached, and a hub dataset offline.
+"""Time peftviz.data.loading.load_data: the built-in bbc-news corpus cold and cached, and a hub dataset offline.
 
     .venv/bin/python benchmarks/data_load.py
     .venv/bin/python benchmarks/data_load.py --repeats 10
@@ -36,9 +36,9 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as home:
-        # read when datasets and huggingface_hub are imported: set them before peftviz.data imports those
+        # read when datasets and huggingface_hub are imported: set them before peftviz.data.loading imports those
         os.environ.update(HF_HOME=home, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-        from peftviz.data import BUILTIN, load_data
+        from peftviz.data.loading import BUILTIN, load_data
         from peftviz.errors import DataError
 
         def offline_hub() -> None:

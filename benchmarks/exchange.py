@@ -38,14 +38,14 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peftviz.config import preset_config
-from peftviz.data import load_data
+from peftviz.data.loading import load_data
 from peftviz.exchange.export import export_run
 from peftviz.exchange.imports import SPLITS, import_model
 from peftviz.exchange.request import ImportRequest
-from peftviz.inference import make_loader, tokenize
 from peftviz.paths import minilm_path
-from peftviz.train import train
+from peftviz.training.config import preset_config
+from peftviz.training.inference import make_loader, tokenize
+from peftviz.training.trainer import train
 
 PARTS = ("export", "import", "peft")
 

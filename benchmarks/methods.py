@@ -67,7 +67,7 @@ import transformers
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from peftviz import METHODS, build_classifier, load_encoder, make_method
-from peftviz.longformer import LongEncoder
+from peftviz.modeling.longformer import LongEncoder
 
 PREFIX_LENGTH = 8  # the paper's j
 NUM_LABELS = 5

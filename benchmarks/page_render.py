@@ -58,8 +58,8 @@ def rerun_seconds(page: str, repeats: int = 3) -> float:
 
 def train_smoke_store(store: Path) -> None:
     """The smoke preset's comparison plus kernel runs at three α, as tests/conftest.py's smoke_store."""
-    from peftviz.config import alpha_grid, comparison
-    from peftviz.train import compare
+    from peftviz.training.config import alpha_grid, comparison
+    from peftviz.training.trainer import compare
 
     started = time.perf_counter()
     compare(comparison("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2)), store)

@@ -5,9 +5,9 @@
     .venv/bin/python benchmarks/profile_training.py --methods "tiny-attention 4H averaged" --no-epoch
     .venv/bin/python benchmarks/profile_training.py --threads 1        # torch.set_num_threads(1) first
 
-For each run of `peftviz.config.comparison(--preset)` picked by --methods (a method name picks all
+For each run of `peftviz.training.config.comparison(--preset)` picked by --methods (a method name picks all
 its variants, a label picks one), in the comparison's order, on data loaded once as
-`train.compare` loads it, this runs the trainer's own code, `peftviz.train.Trainer`, and times it
+`train.compare` loads it, this runs the trainer's own code, `peftviz.training.trainer.Trainer`, and times it
 from outside: the functions `Trainer._prepare` calls are wrapped with timers for the duration
 (load_encoder, build_classifier, tokenize, make_optimizer, Engine.prepare), and so are the
 engine's and optimizer's methods `_train_one_epoch` calls. Nothing of the trainer is copied here,
@@ -54,19 +54,19 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import peftviz.train as train_module
-from peftviz import checkpoint
-from peftviz.config import comparison
-from peftviz.data import load_data
-from peftviz.inference import evaluation_metrics
-from peftviz.progress import TerminalProgress
+import peftviz.training.trainer as train_module
+from peftviz.data.loading import load_data
 from peftviz.store.runs import load_run
 from peftviz.store.writer import RunWriter
-from peftviz.train import Trainer
+from peftviz.training import checkpoint
+from peftviz.training.config import comparison
+from peftviz.training.inference import evaluation_metrics
+from peftviz.training.progress import TerminalProgress
+from peftviz.training.trainer import Trainer
 
 IMPORTED = time.perf_counter()
 WARMUP_STEPS = 2  # the first steps allocate memory and pick kernels: left out of every timing
-# what _prepare calls, looked up in peftviz.train's namespace at call time: wrapped there -> phase name
+# what _prepare calls, looked up in peftviz.training.trainer's namespace at call time: wrapped there -> phase name
 PREPARE_CALLS = {
     "load_encoder": "model load (load_encoder)",
     "build_classifier": "build classifier (+ init_from)",
@@ -151,7 +151,7 @@ def patched(owner, name: str, value):
 
 
 def prepare(trainer: Trainer, data, timer: Timer):
-    """`trainer._prepare(data)` itself, with the functions it calls timed where peftviz.train finds them."""
+    """`trainer._prepare(data)` itself, with the functions it calls timed where peftviz.training.trainer finds them."""
     with contextlib.ExitStack() as stack:
         for name, phase in PREPARE_CALLS.items():
             if hasattr(train_module, name):

@@ -23,8 +23,8 @@ import numpy as np
 def build(root: Path, runs: int, epochs: int) -> None:
     import torch
 
-    from peftviz.config import preset_config
     from peftviz.store.writer import RunWriter
+    from peftviz.training.config import preset_config
 
     rng = np.random.default_rng(0)
     recorded = {"label_names": list("abcde"), "parameters": {"total": 10, "trainable": 4}, "environment": {}}
@@ -40,8 +40,8 @@ def build(root: Path, runs: int, epochs: int) -> None:
 
 def time_listing(root: Path, repeats: int) -> None:
     import peftviz
-    from peftviz.config import TrainConfig
     from peftviz.store.runs import list_runs
+    from peftviz.training.config import TrainConfig
 
     for config in root.glob("*/config.json"):  # import what reading a config needs (torch, the methods)
         TrainConfig.from_stored(json.loads(config.read_text()))

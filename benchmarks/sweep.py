@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peftviz.config import comparison, comparison_methods, over_seeds
 from peftviz.paths import child_python_path
-from peftviz.sweep import RayOptions, run_sweep
+from peftviz.sweep.plan import RayOptions, run_sweep
+from peftviz.training.config import comparison, comparison_methods, over_seeds
 
 METHODS = "prefix-tuning,prefix-propagation,lora,bitfit"
 PARTS = ("local", "startup", "ray", "ray_warm", "shutdown", "total")

@@ -4,14 +4,14 @@ import os
 
 import streamlit as st
 
-from peftviz import appkit, jobpanel
 from peftviz.analysis.comparison import group_row
-from peftviz.config import METHOD_SETS, PRESETS, comparison, over_seeds
+from peftviz.analysis.run_labels import measured_minutes, shown_run_row
+from peftviz.app import appkit, jobpanel
 from peftviz.methods import describe_methods
 from peftviz.paths import store_dir
-from peftviz.progress import minutes_span
-from peftviz.run_labels import measured_minutes, shown_run_row
 from peftviz.store.runs import group_runs
+from peftviz.training.config import METHOD_SETS, PRESETS, comparison, over_seeds
+from peftviz.training.progress import minutes_span
 
 # the runs table fits a 1280-pixel window with the sidebar open (790 of 818 px): the group key and
 # parameter count are left to the groups table and the CLI; the run folder (for `train --resume`)

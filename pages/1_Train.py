@@ -3,17 +3,17 @@ import a model trained elsewhere (a peft adapter, a Hugging Face classifier, a p
 
 import streamlit as st
 
-from peftviz import appkit, jobpanel
-from peftviz.backbones import check_model
-from peftviz.config import PRESETS, TrainConfig, over_seeds, preset_config
-from peftviz.data import BUILTIN, HUB_DATASETS, load_data
-from peftviz.engine import check_machine
+from peftviz.app import appkit, jobpanel
+from peftviz.data.loading import BUILTIN, HUB_DATASETS, load_data
+from peftviz.data.uploads import as_uploaded, store_upload
 from peftviz.errors import DataError, PeftvizError
 from peftviz.exchange.request import ImportRequest
 from peftviz.exchange.sources import check_source
 from peftviz.methods import DEFAULT_METHOD, METHODS
+from peftviz.modeling.backbones import check_model
 from peftviz.paths import uploads_dir
-from peftviz.uploads import as_uploaded, store_upload
+from peftviz.training.config import PRESETS, TrainConfig, over_seeds, preset_config
+from peftviz.training.engine import check_machine
 
 SETTINGS = ("epochs", "learning_rate", "max_length", "batch_size", "limit", "seed", "schedule", "pooling", "precision",
             "gradient_checkpointing")  # fmt: skip

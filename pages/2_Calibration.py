@@ -4,9 +4,9 @@ intervals and significance, and recalibration; for single runs or for groups of 
 import pandas as pd
 import streamlit as st
 
-from peftviz import appkit
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import comparison as cmp
+from peftviz.app import appkit
 from peftviz.calibration import estimators
 from peftviz.errors import PeftvizError, RunError
 from peftviz.figures import calibration as figures

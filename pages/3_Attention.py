@@ -2,11 +2,11 @@
 
 import streamlit as st
 
-from peftviz import appkit
 from peftviz.analysis import attention as analysis
+from peftviz.analysis.run_labels import data_changed
+from peftviz.app import appkit
 from peftviz.errors import DataError, PeftvizError
 from peftviz.figures import attention as figures
-from peftviz.run_labels import data_changed
 
 CONTEXT = 32  # key tokens shown either side of the query window
 

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from peftviz import appkit, jobpanel
 from peftviz.analysis import attention, kernel
+from peftviz.app import appkit, jobpanel
 from peftviz.errors import PeftvizError
 from peftviz.figures import kernel as figures
 from peftviz.figures import palette

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from peftviz import appkit
 from peftviz.analysis import tiny_heads
+from peftviz.app import appkit
 from peftviz.errors import PeftvizError
 from peftviz.figures import palette
 from peftviz.figures import tiny_heads as figures

@@ -1,16 +1,16 @@
 """Tour: the papers' ideas in order, one figure from the store each, large enough for a projector.
 
 ← and → (or the buttons) step through; `?step=N` links to a step. The steps' text and which runs
-they draw live in `peftviz.tour`; this page only draws them.
+they draw live in `peftviz.app.tour`; this page only draws them.
 """
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from peftviz import appkit, tour
 from peftviz.analysis import attention, kernel, tiny_heads
 from peftviz.analysis import calibration as calibration_analysis
+from peftviz.app import appkit, tour
 from peftviz.errors import PeftvizError
 from peftviz.figures import attention as attention_figures
 from peftviz.figures import kernel as kernel_figures

@@ -9,16 +9,16 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
-    "DEFAULT_MODEL": "peftviz.backbones",
+    "DEFAULT_MODEL": "peftviz.modeling.backbones",
     "ModelLoadError": "peftviz.errors",
     "PeftvizError": "peftviz.errors",
-    "load_encoder": "peftviz.backbones",
-    "tiny_encoder": "peftviz.backbones",
+    "load_encoder": "peftviz.modeling.backbones",
+    "tiny_encoder": "peftviz.modeling.backbones",
     "METHODS": "peftviz.methods",
     "make_method": "peftviz.methods",
-    "ClassifierOutput": "peftviz.model",
-    "PeftClassifier": "peftviz.model",
-    "build_classifier": "peftviz.model",
+    "ClassifierOutput": "peftviz.modeling.model",
+    "PeftClassifier": "peftviz.modeling.model",
+    "build_classifier": "peftviz.modeling.model",
 }
 __all__ = [  # noqa: RUF022  (the order of _LAZY above)
     "DEFAULT_MODEL", "ModelLoadError", "PeftvizError", "load_encoder", "tiny_encoder", "METHODS", "make_method",

@@ -35,8 +35,8 @@ def bert_family(request):
 @pytest.fixture(scope="session")
 def smoke_store(tmp_path_factory):
     """A run store made by the smoke preset: the six runs of `compare` plus kernel runs at three α."""
-    from peftviz.config import alpha_grid, comparison
-    from peftviz.train import compare
+    from peftviz.training.config import alpha_grid, comparison
+    from peftviz.training.trainer import compare
 
     store = tmp_path_factory.mktemp("smoke_store")
     compare(comparison("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2)), store)
@@ -60,8 +60,8 @@ def empty_store(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def seeds_store(tmp_path_factory):
     """The smoke comparison at training seeds 0 and 1: six groups of two runs on one split."""
-    from peftviz.config import comparison, over_seeds
-    from peftviz.train import compare
+    from peftviz.training.config import comparison, over_seeds
+    from peftviz.training.trainer import compare
 
     store = tmp_path_factory.mktemp("seeds_store")
     compare(over_seeds(comparison("smoke"), [0, 1]), store)

@@ -3,8 +3,8 @@
 import threading
 import time
 
-from peftviz import jobpanel
-from peftviz.jobs import JobQueue
+from peftviz.app import jobpanel
+from peftviz.app.jobs import JobQueue
 
 
 def fake_queue(monkeypatch, train=lambda job: [], visitor: str | None = "me", **limits) -> JobQueue:

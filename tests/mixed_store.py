@@ -44,11 +44,11 @@ def build(store: Path, scratch: Path) -> Path:
     """Train and import every run of the module docstring into `store`; `scratch` holds the CSV and the export."""
     import torch
 
-    from peftviz.config import comparison, over_seeds, preset_config
     from peftviz.exchange.export import export_run
     from peftviz.exchange.imports import import_model
     from peftviz.exchange.request import ImportRequest
-    from peftviz.train import compare
+    from peftviz.training.config import comparison, over_seeds, preset_config
+    from peftviz.training.trainer import compare
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny models: one thread is faster than two contending ones

@@ -45,7 +45,7 @@ def train_on_the_page(monkeypatch):
     process): the queue and the runs' names."""
     from streamlit.testing.v1 import AppTest
 
-    from peftviz.jobs import train_in_process
+    from peftviz.app.jobs import train_in_process
     from tests.job_helpers import fake_queue, wait_until_idle
 
     pressed = threading.Event()
@@ -67,7 +67,7 @@ def train_on_the_page(monkeypatch):
 
 def cli(*argv: str) -> str:
     """`python -m peftviz ARGV` in this process (the store: $PEFTVIZ_RUNS); its printed output."""
-    from peftviz.__main__ import main
+    from peftviz.cli import main
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from peftviz import appkit
+from peftviz.app import appkit
 from peftviz.figures import attention, calibration
 
 # ECE 0.002–0.125 over three epochs, as the issue saw it on the quick store

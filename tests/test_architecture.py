@@ -80,10 +80,10 @@ def python(code: str) -> str:
         "import peftviz.calibration.metrics",
         "import peftviz.analysis.calibration, peftviz.analysis.comparison, peftviz.figures.calibration",  # Calibration page
         "import peftviz.figures.kernel",  # the α grid comes from the page (which asks the method), not a method module
-        "import peftviz.sweep",  # Ray loads only for --engine ray (peftviz.sweep_ray)
+        "import peftviz.sweep.plan",  # Ray loads only for --engine ray (peftviz.sweep.on_ray)
         "import peftviz.methods; list(peftviz.methods.METHODS)",
-        "from peftviz.__main__ import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
-        "from peftviz.__main__ import main\ntry:\n    main(['compare', '--help'])\nexcept SystemExit:\n    pass",
+        "from peftviz.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
+        "from peftviz.cli import main\ntry:\n    main(['compare', '--help'])\nexcept SystemExit:\n    pass",
     ],
 )
 def test_light_entry_points_import_no_torch(entry):
@@ -103,10 +103,15 @@ def test_help_lists_the_choices():
 
 # ---------------------------------------------------------------- layers: core → analysis → figures → app
 
-APP_LAYER = ("app.py", "pages/", "peftviz/appkit.py", "peftviz/jobpanel.py")  # the only files that may import streamlit
+APP_LAYER = (
+    "app.py",
+    "pages/",
+    "peftviz/app/appkit.py",
+    "peftviz/app/jobpanel.py",
+)  # the only files that may import streamlit
 # What analysis and figures never reach, themselves or through peftviz modules. (The analysis of a model's attention
 # loads transformers, and transformers loads accelerate where it is installed: that import is transformers', not ours.)
-TRAINING_STACK = ("peftviz.train", "peftviz.engine", "accelerate")
+TRAINING_STACK = ("peftviz.training.trainer", "peftviz.training.engine", "accelerate")
 
 
 def module_of(path: Path, root: Path) -> str:
@@ -182,13 +187,13 @@ def test_the_layers_hold():
             {"peftviz/store/y.py": "def f():\n    from streamlit import cache_data\n"},
             "peftviz/store/y.py imports streamlit",
         ),
-        ({"peftviz/figures/z.py": "from peftviz import train\n"}, "peftviz.figures.z -> peftviz.train"),
+        ({"peftviz/figures/z.py": "from peftviz.training import trainer\n"}, "peftviz.figures.z -> peftviz.training.trainer"),
         (
             {
                 "peftviz/analysis/a.py": "from peftviz import helper\n",
-                "peftviz/helper.py": "from .engine import Engine\n",
+                "peftviz/helper.py": "from .training.engine import Engine\n",
             },
-            "peftviz.analysis.a -> peftviz.helper -> peftviz.engine",
+            "peftviz.analysis.a -> peftviz.helper -> peftviz.training.engine",
         ),
         ({"peftviz/figures/b.py": "def f():\n    import accelerate\n"}, "peftviz.figures.b -> accelerate"),
     ],
@@ -207,11 +212,13 @@ def test_the_layer_check_finds_a_planted_violation(tmp_path, planted, expected):
     assert len(found) == 1 and expected in found[0], found
 
 
-@pytest.mark.parametrize("entry", ["import peftviz.appkit", "import peftviz.jobs", "import peftviz.jobpanel"])
+@pytest.mark.parametrize(
+    "entry", ["import peftviz.app.appkit", "import peftviz.app.jobs", "import peftviz.app.jobpanel"]
+)
 def test_the_app_layer_imports_no_trainer(entry):
     """Pages import appkit and the job queue on every run: they must not load the training stack (the trainer
-    runs in a child process, `peftviz.worker`), nor torch until a page asks for a model."""
+    runs in a child process, `peftviz.app.worker`), nor torch until a page asks for a model."""
     loaded = python(
-        f"{entry}\nimport sys\nprint(sorted({{'accelerate', 'torch', 'peftviz.train'}} & set(sys.modules)))"
+        f"{entry}\nimport sys\nprint(sorted({{'accelerate', 'torch', 'peftviz.training.trainer'}} & set(sys.modules)))"
     )
     assert loaded.strip().splitlines()[-1] == "[]"

@@ -127,7 +127,7 @@ def test_every_page_passes_the_figure_audit(server, browser, path, size):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
 def test_every_tour_step_passes_the_audit_and_its_figure_fits_the_window(server, browser, size):
-    from peftviz.tour import STEPS
+    from peftviz.app.tour import STEPS
 
     problems = []
     for number in range(1, len(STEPS) + 1):
@@ -150,8 +150,8 @@ def test_a_store_of_real_quick_runs_passes_the_figure_audit(browser, tmp_path_fa
     """Any store you point PEFTVIZ_QUICK_STORE at (e.g. one with seeds); without it, a quick comparison."""
     store = os.environ.get("PEFTVIZ_QUICK_STORE")
     if not store:
-        from peftviz.config import comparison
-        from peftviz.train import compare
+        from peftviz.training.config import comparison
+        from peftviz.training.trainer import compare
 
         store = tmp_path_factory.mktemp("quick_store")
         compare(comparison("quick"), store)
@@ -273,7 +273,7 @@ def test_a_method_has_one_colour_on_every_page(server, browser):
 
 def test_the_tour_steps_with_the_arrow_keys(server, browser):
     """The presenter's keys: → to the next step, ← back; each step draws its own figure."""
-    from peftviz.tour import STEPS
+    from peftviz.app.tour import STEPS
 
     heading = '[data-testid="stHeading"] h1'
     drawn = "(document.querySelector('.js-plotly-plot .gtitle')?.textContent ?? '')"

@@ -76,7 +76,7 @@ def test_the_calibration_pages_single_runs_view_passes_the_audit(served, browser
 
 
 def test_every_tour_step_opens_without_an_exception_and_passes_the_audit(served, browser):  # noqa: F811
-    from peftviz.tour import STEPS
+    from peftviz.app.tour import STEPS
 
     store, url = served
     problems, figures = [], []

@@ -10,12 +10,12 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.multitest import multipletests
 
 from peftviz import calibration
-from peftviz.__main__ import main
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import comparison as cmp
 from peftviz.calibration import estimators
-from peftviz.config import comparison, over_seeds, parse_seeds
+from peftviz.cli import main
 from peftviz.store.runs import Group, group_runs, list_runs
+from peftviz.training.config import comparison, over_seeds, parse_seeds
 from tests.helpers import seed_values_and_draws, two_level_by_hand
 
 METRICS = ("accuracy", "ece", "smooth_ece", "brier")

@@ -1,4 +1,4 @@
-"""peftviz.data: the bbc-news corpus, local files and folders, the hub datasets, and every DataError.
+"""peftviz.data.loading: the bbc-news corpus, local files and folders, the hub datasets, and every DataError.
 
 Hostile input (FIFOs, devices, limits, NaN labels, broken encodings) has its own section; the
 generated files are in test_data_fuzz.py.
@@ -17,8 +17,8 @@ import huggingface_hub.constants
 import numpy as np
 import pytest
 
-import peftviz.data as data_module
-from peftviz.data import BUILTIN, HUB_DATASETS, NEWSGROUPS, TextData, describe, load_data
+import peftviz.data.loading as data_module
+from peftviz.data.loading import BUILTIN, HUB_DATASETS, NEWSGROUPS, TextData, describe, load_data
 from peftviz.errors import DataError
 from tests.helpers import hard_timeout
 
@@ -291,7 +291,7 @@ def messages_in_a_child(specs: list[str], memory: int = 3 << 30) -> list[str]:
     limit (MemoryError, a failed test), not take this machine's memory.
     """
     code = (
-        "import sys\nfrom peftviz.data import load_data\nfrom peftviz.errors import DataError\nfor spec in sys.argv[1:]:\n"
+        "import sys\nfrom peftviz.data.loading import load_data\nfrom peftviz.errors import DataError\nfor spec in sys.argv[1:]:\n"
         "    try:\n        load_data(spec)\n        print('loaded')\n"
         "    except DataError as err:\n        print(err)\n"
     )

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from peftviz.data import MAX_TEXT_CHARS, TextData, load_data
+from peftviz.data.loading import MAX_TEXT_CHARS, TextData, load_data
 from peftviz.errors import DataError
 from tests.helpers import FUZZ, hard_timeout
 from tests.test_data import SPLITS, assert_well_formed

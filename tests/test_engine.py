@@ -14,16 +14,16 @@ import torch
 from safetensors.torch import load_file
 
 from peftviz import calibration
-from peftviz.__main__ import main
-from peftviz.backbones import load_encoder, tiny_encoder
-from peftviz.config import TrainConfig, preset_config
-from peftviz.engine import resolve_precision
+from peftviz.cli import main
 from peftviz.errors import ConfigError
-from peftviz.inference import evaluation_metrics, run_data
 from peftviz.methods import METHODS
-from peftviz.model import build_classifier
+from peftviz.modeling.backbones import load_encoder, tiny_encoder
+from peftviz.modeling.model import build_classifier
 from peftviz.store.runs import list_runs
-from peftviz.train import train
+from peftviz.training.config import TrainConfig, preset_config
+from peftviz.training.engine import resolve_precision
+from peftviz.training.inference import evaluation_metrics, run_data
+from peftviz.training.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 # With dropout off, a two-process run differs from a one-process run of the same effective batch only

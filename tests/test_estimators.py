@@ -464,9 +464,9 @@ def test_a_stored_runs_estimates_are_recomputed_from_its_predictions(tmp_path):
     """A run whose stored predictions have tied confidences, confidences of exactly 1 and one class
     present: what the comparison reads back equals every estimator's reference on the loaded arrays."""
     from peftviz.analysis.comparison import Settings, run_estimates
-    from peftviz.config import TrainConfig
     from peftviz.store.runs import load_run
     from peftviz.store.writer import RunWriter
+    from peftviz.training.config import TrainConfig
 
     probs, labels = edge_set()
     import torch

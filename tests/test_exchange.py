@@ -26,17 +26,17 @@ import torch
 from peft import IA3Config, LoraConfig, PeftModel, PrefixTuningConfig, PromptTuningConfig, get_peft_model
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, RobertaConfig
 
-from peftviz.backbones import tiny_encoder
-from peftviz.config import preset_config
-from peftviz.data import load_data
+from peftviz.data.loading import load_data
 from peftviz.errors import PeftvizError
 from peftviz.exchange.export import export_run
 from peftviz.exchange.imports import import_model
 from peftviz.exchange.request import ImportRequest
-from peftviz.inference import load_trained, make_loader, tokenize
+from peftviz.modeling.backbones import tiny_encoder
 from peftviz.paths import minilm_path
 from peftviz.store.runs import list_runs
-from peftviz.train import train
+from peftviz.training.config import preset_config
+from peftviz.training.inference import load_trained, make_loader, tokenize
+from peftviz.training.trainer import train
 from tests.helpers import plotly_array
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is faster
@@ -457,7 +457,7 @@ def test_train_export_import_and_the_calibration_page_shows_both_with_equal_numb
     """The README's commands: a smoke LoRA run, exported, imported back; the Calibration page (AppTest)."""
     from streamlit.testing.v1 import AppTest
 
-    from peftviz.__main__ import main
+    from peftviz.cli import main
     from tests.test_page_calibration import PAGE, table
 
     store = tmp_path / "runs"
@@ -480,7 +480,7 @@ def test_train_export_import_and_the_calibration_page_shows_both_with_equal_numb
 def test_the_train_page_imports_a_model_in_the_background_and_says_what_is_wrong(tmp_path, empty_store):
     from streamlit.testing.v1 import AppTest
 
-    from peftviz import jobpanel
+    from peftviz.app import jobpanel
     from tests.job_helpers import wait_until_idle
 
     run = smoke_run(tmp_path / "elsewhere", "lora", "tiny-bert")
@@ -506,7 +506,7 @@ def test_the_train_page_imports_a_model_in_the_background_and_says_what_is_wrong
 
 def test_imports_at_two_seeds_form_a_group_apart_from_trained_runs_and_sweeps_never_take_them(tmp_path):
     from peftviz.store.runs import group_runs
-    from peftviz.sweep import plan
+    from peftviz.sweep.plan import plan
 
     store = tmp_path / "runs"
     run = smoke_run(store, "lora", "tiny-bert")

@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz.__main__ import main
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import comparison as cmp
 from peftviz.calibration import estimators
 from peftviz.calibration.stats import interval_around, percentile_interval
+from peftviz.cli import main
 from peftviz.store.runs import Group, group_runs, list_runs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The training queue (peftviz.jobs), the server's policy (peftviz.policy), and both on the pages.
+"""The training queue (peftviz.app.jobs), the server's policy (peftviz.app.policy), and both on the pages.
 
 A shared server must refuse server paths and hub ids from the browser without reading anything
 (the tests watch the file system while the page runs), keep every visitor's jobs to themselves,
@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz import worker
-from peftviz.config import comparison
+from peftviz.app import worker
+from peftviz.app.jobs import JobQueue, QueueFull
+from peftviz.app.policy import DATASET_REFUSED, ServerPolicy, visitor_key
+from peftviz.data.uploads import store_upload
 from peftviz.errors import ConfigError, DataError
-from peftviz.jobs import JobQueue, QueueFull
-from peftviz.policy import DATASET_REFUSED, ServerPolicy, visitor_key
-from peftviz.uploads import store_upload
+from peftviz.training.config import comparison
 from tests.job_helpers import Gate, fake_queue, wait_until_idle
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,8 +251,8 @@ def test_a_shared_server_refuses_a_hub_id_at_once(empty_store, monkeypatch):
     queue = fake_queue(monkeypatch, visitor=None)
     asked = []  # what would reach the hub: a model checked or loaded, data loaded
     for name in ("check_model", "load_encoder"):
-        monkeypatch.setattr(f"peftviz.backbones.{name}", lambda *args, **kwargs: asked.append(args))
-    monkeypatch.setattr("peftviz.data.load_data", lambda *args, **kwargs: asked.append(args))
+        monkeypatch.setattr(f"peftviz.modeling.backbones.{name}", lambda *args, **kwargs: asked.append(args))
+    monkeypatch.setattr("peftviz.data.loading.load_data", lambda *args, **kwargs: asked.append(args))
     at = typed_train("model", "someone/some-model")
     (error,) = at.error
     assert error.value.startswith("this server is shared: the model must be one of minilm, tiny-bert")
@@ -302,8 +302,8 @@ def test_two_quick_train_presses_on_a_single_user_server_both_run(empty_store, m
 
 def test_a_cancelled_run_is_resumed_from_the_train_page_keeping_its_finished_epochs(empty_store, monkeypatch):
     """Cancel a real job between epochs (its child process stopped), then Resume it on the Train page."""
-    from peftviz.config import preset_config
     from peftviz.store.runs import list_runs
+    from peftviz.training.config import preset_config
 
     queue = fake_queue(monkeypatch, train=None)  # the real trainer, in a child process
     job = queue.submit([preset_config("smoke", epochs=3)], empty_store, owner="me")

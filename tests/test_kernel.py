@@ -6,8 +6,8 @@ import torch
 
 from peftviz import build_classifier, load_encoder
 from peftviz.analysis import attention, kernel
-from peftviz.attention_function import KERNELS, kernel_attention
-from peftviz.backbones import encoder_layers
+from peftviz.modeling.attention_function import KERNELS, kernel_attention
+from peftviz.modeling.backbones import encoder_layers
 from tests.helpers import padded_batch, tiny_classifier
 
 J = 4
@@ -126,7 +126,7 @@ def test_every_kernel_normalises_each_term_and_ignores_padding(kernel):
 def test_kernels_differ_from_each_other():
     torch.manual_seed(0)
     q, k = torch.randn(1, 1, 5, 8), torch.randn(1, 1, 6, 8)
-    from peftviz.attention_function import normalized_kernel
+    from peftviz.modeling.attention_function import normalized_kernel
 
     results = [normalized_kernel(q, k, None, 8**-0.5, name) for name in KERNELS]
     for i in range(len(results)):
@@ -157,7 +157,7 @@ def test_fused_kernel_path_equals_the_recorded_path(family):
 
 
 def test_fused_kernel_attention_equals_kernel_attention():
-    from peftviz.attention_function import fused_exp_kernel_attention
+    from peftviz.modeling.attention_function import fused_exp_kernel_attention
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, J + 7, 8) for _ in range(3))

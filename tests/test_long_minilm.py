@@ -7,9 +7,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, LongformerModel
 
-from peftviz import long_minilm
-from peftviz.backbones import minilm_path
-from peftviz.long_minilm import (
+from peftviz.modeling import long_minilm
+from peftviz.modeling.backbones import minilm_path
+from peftviz.modeling.long_minilm import (
     DEFAULT_MAX_POSITIONS,
     DEFAULT_WINDOW,
     LONG_MINILM,

@@ -9,8 +9,8 @@ import torch
 from transformers import LongformerModel
 
 from peftviz import METHODS, build_classifier, tiny_encoder
-from peftviz.backbones import load_encoder
-from peftviz.longformer import BandedAttention, LongEncoder
+from peftviz.modeling.backbones import load_encoder
+from peftviz.modeling.longformer import BandedAttention, LongEncoder
 from tests.helpers import padded_batch
 
 J, WINDOW = 3, 8  # prefix length; the tiny Longformer's window (4 positions on each side)
@@ -45,7 +45,7 @@ def test_a_saved_longformer_folder_loads_as_peftviz_encoder(tmp_path):
     reference.save_pretrained(tmp_path)
     from transformers import AutoTokenizer
 
-    from peftviz.backbones import minilm_path
+    from peftviz.modeling.backbones import minilm_path
 
     AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(tmp_path)
     encoder, _ = load_encoder(str(tmp_path))

@@ -9,7 +9,7 @@ from safetensors.torch import load_file, save_file
 
 from peftviz import METHODS, build_classifier, tiny_encoder
 from peftviz.errors import ConfigError
-from peftviz.longformer import row_sums
+from peftviz.modeling.longformer import row_sums
 from tests.helpers import padded_batch, tiny_classifier
 from tests.method_cases import ALL, METHOD_CASES, Sizes
 
@@ -189,7 +189,7 @@ def test_the_peft_layout_is_refused_on_a_longformer(method):
 @pytest.mark.parametrize("method, length", [("prefix-tuning", "prefix_length"), ("prompt-tuning", "prompt_length")])
 def test_the_peft_layout_needs_positions_for_its_slots_as_well(method, length):
     """peft's layout numbers the text after the j slots (prefix) or embeds the n prompt tokens at 0 … n-1."""
-    from peftviz.backbones import max_tokens
+    from peftviz.modeling.backbones import max_tokens
 
     encoder = tiny_encoder("bert")
     fits = max_tokens(encoder) - 4

@@ -9,12 +9,12 @@ import shutil
 
 import pytest
 
-from peftviz.__main__ import main
-from peftviz.backbones import check_model, load_encoder
-from peftviz.config import MAX_LABEL_CHARS, TrainConfig, preset_config
+from peftviz.cli import main
 from peftviz.errors import ConfigError, ModelLoadError, PeftvizError
+from peftviz.modeling.backbones import check_model, load_encoder
 from peftviz.store.runs import load_run
 from peftviz.store.writer import RunWriter
+from peftviz.training.config import MAX_LABEL_CHARS, TrainConfig, preset_config
 from tests.helpers import tiny_model_folder
 
 NOT_A_NAME = "Expecting property name enclosed in double quotes"  # json's message
@@ -168,7 +168,7 @@ def test_an_intact_model_folder_loads_and_checks(bert_folder):
 
 
 def test_training_on_a_model_folder_without_a_tokenizer_writes_no_run(bert_folder, tmp_path, capsys):
-    from peftviz.train import train
+    from peftviz.training.trainer import train
 
     (bert_folder / "tokenizer.json").unlink()
     runs = tmp_path / "runs"
@@ -182,7 +182,7 @@ def test_training_on_a_model_folder_without_a_tokenizer_writes_no_run(bert_folde
 
 def test_the_training_worker_refuses_a_model_folder_without_a_tokenizer(bert_folder, tmp_path):
     """What the app's jobs run: the child process refuses the folder before it writes a run."""
-    from peftviz.worker import compare_in_process
+    from peftviz.app.worker import compare_in_process
 
     (bert_folder / "tokenizer.json").unlink()
     config = preset_config("smoke", model=str(bert_folder), limit=20, epochs=1)
@@ -204,8 +204,8 @@ def test_a_stored_record_without_a_model_is_refused():
 
 
 def test_a_run_without_its_model_setting_is_listed_corrupt_and_not_rebuilt(tmp_path):
-    from peftviz.inference import load_trained
-    from peftviz.train import train
+    from peftviz.training.inference import load_trained
+    from peftviz.training.trainer import train
 
     run = train(preset_config("smoke", limit=20, epochs=1), runs_dir=tmp_path / "runs")
     record = json.loads((run.path / "config.json").read_text())

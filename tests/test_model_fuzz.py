@@ -40,9 +40,9 @@ from transformers import BertConfig, RobertaConfig
 from transformers.activations import ACT2FN
 
 from peftviz import build_classifier
-from peftviz.backbones import check_model, load_encoder
 from peftviz.errors import ModelLoadError
 from peftviz.methods import DEFAULT_METHOD
+from peftviz.modeling.backbones import check_model, load_encoder
 from tests.helpers import FUZZ, hard_timeout, tiny_model_folder
 
 TIMEOUT_S = 20

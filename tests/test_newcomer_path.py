@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz import jobpanel
+from peftviz.app import jobpanel
 from peftviz.store.runs import group_runs, list_runs
 from tests.newcomer_path import METHODS
 

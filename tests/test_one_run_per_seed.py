@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz.__main__ import _sweep_configs, build_parser, main
-from peftviz.config import TrainConfig, comparison, preset_config
-from peftviz.jobs import AlreadyQueued, JobQueue
+from peftviz.app.jobs import AlreadyQueued, JobQueue
+from peftviz.cli import _sweep_configs, build_parser, main
 from peftviz.methods import DEFAULT_METHOD, METHODS
-from peftviz.progress import SKIPPED
 from peftviz.store.runs import group_key, group_runs, list_runs
 from peftviz.store.writer import RunWriter
-from peftviz.sweep import plan
+from peftviz.sweep.plan import plan
+from peftviz.training.config import TrainConfig, comparison, preset_config
+from peftviz.training.progress import SKIPPED
 from tests.job_helpers import Gate, fake_queue, wait_until_idle
 
 ROOT = Path(__file__).resolve().parent.parent

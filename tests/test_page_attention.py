@@ -11,9 +11,9 @@ from streamlit.testing.v1 import AppTest
 from peftviz import build_classifier, load_encoder
 from peftviz.analysis import attention as analysis
 from peftviz.figures import attention as figures
-from peftviz.inference import load_trained
-from peftviz.longformer import BandedAttention
+from peftviz.modeling.longformer import BandedAttention
 from peftviz.store.runs import list_runs
+from peftviz.training.inference import load_trained
 from tests.build_counts import count_calls, private_store
 from tests.helpers import charts, give_params_a_wrong_shape, plotly_array
 
@@ -390,8 +390,8 @@ def test_page_on_a_run_with_broken_params(smoke_store, tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def longformer_store(tmp_path_factory):
     """One prefix-propagation run on a tiny Longformer with 600-token documents."""
-    from peftviz.config import preset_config
-    from peftviz.train import train
+    from peftviz.training.config import preset_config
+    from peftviz.training.trainer import train
 
     store = tmp_path_factory.mktemp("longformer_store")
     config = preset_config("smoke", "prefix-propagation", model="tiny-longformer", max_length=600, limit=24, epochs=1)

@@ -18,10 +18,10 @@ from peftviz import calibration
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import comparison as cmp
 from peftviz.calibration import estimators
-from peftviz.config import TrainConfig
 from peftviz.errors import RunError
 from peftviz.figures import calibration as figures
 from peftviz.store.runs import Run, group_runs, list_runs, load_run
+from peftviz.training.config import TrainConfig
 from tests.build_counts import count_calls, private_store
 from tests.helpers import charts, plotly_array, seed_values_and_draws, two_level_by_hand
 from tests.test_calibration import bins_by_hand, scipy_wilson

@@ -7,7 +7,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from peftviz import METHODS, jobpanel
+from peftviz import METHODS
+from peftviz.app import jobpanel
 from tests.job_helpers import fake_queue, wait_until_idle
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,7 +182,7 @@ def test_home_times_the_quick_comparison_honestly(app_store):
 
 def finished_job(monkeypatch, owner: str, origin: str = ""):
     """A job of `owner` that has finished (training faked); this page's visitor is "me"."""
-    from peftviz.config import comparison
+    from peftviz.training.config import comparison
 
     queue = fake_queue(monkeypatch)
     job = queue.submit(comparison("smoke")[:1], Path("."), owner=owner, origin=origin)
@@ -209,9 +210,9 @@ def test_a_finished_job_shows_only_to_the_visitor_who_started_it(empty_store, mo
 
 def test_progress_bars_say_the_time_taken_and_left():
     """The estimates themselves, on a fake clock: tests/test_progress_estimates.py."""
-    from peftviz.config import comparison
-    from peftviz.jobs import Job, clock
-    from peftviz.progress import Progress
+    from peftviz.app.jobs import Job, clock
+    from peftviz.training.config import comparison
+    from peftviz.training.progress import Progress
 
     assert (clock(65), clock(3725)) == ("1:05", "1:02:05")
     job = Job(comparison("smoke")[:1], Path("."))

@@ -13,11 +13,11 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz import build_classifier, load_encoder
 from peftviz.analysis import attention, kernel
-from peftviz.config import alpha_grid
 from peftviz.figures import kernel as figures
 from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID
 from peftviz.store import caches
 from peftviz.store.runs import list_runs, load_run
+from peftviz.training.config import alpha_grid
 from tests.helpers import charts
 from tests.job_helpers import fake_queue
 
@@ -330,7 +330,7 @@ def test_the_note_on_methods_left_out_keeps_lambda_lower_case(kernel_store):
 
 @pytest.mark.parametrize("text, start", [("λ(C) and α", "λ(C) and α"), ("they lack it", "They lack it"), ("", "")])
 def test_a_sentence_starts_upper_case_unless_it_starts_with_a_symbol(text, start):
-    from peftviz.appkit import sentence_start
+    from peftviz.app.appkit import sentence_start
 
     assert sentence_start(text) == start
 
@@ -353,7 +353,7 @@ def test_page_on_an_empty_store_says_so(empty_store):
 def test_page_shows_a_running_grid_job_with_one_bar_per_run(kernel_store, monkeypatch):
     import threading
 
-    from peftviz.progress import Progress
+    from peftviz.training.progress import Progress
 
     configs = alpha_grid("quick")
     events = [Progress(configs[0].run_title, "done", 3, 3), Progress(configs[1].run_title, "train", 2, 4, 6, 10)]
@@ -389,8 +389,8 @@ SEED_ALPHAS = [1e-3, 1e-2]
 @pytest.fixture(scope="module")
 def alpha_seeds_store(tmp_path_factory):
     """Kernel runs at α = 0.001 and 0.01, each at training seeds 0 and 1 (read only)."""
-    from peftviz.config import over_seeds
-    from peftviz.train import compare
+    from peftviz.training.config import over_seeds
+    from peftviz.training.trainer import compare
 
     store = tmp_path_factory.mktemp("alpha_seeds_store")
     compare(over_seeds(alpha_grid("smoke", tuple(SEED_ALPHAS)), [0, 1]), store)

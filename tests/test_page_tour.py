@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz import tour
-from peftviz.config import TrainConfig, comparison_methods
+from peftviz.app import tour
 from peftviz.store.runs import Run, list_runs
+from peftviz.training.config import TrainConfig, comparison_methods
 from tests.build_counts import count_calls, private_store
 from tests.helpers import charts
 

@@ -72,7 +72,7 @@ def test_page_opens_on_a_store_with_bad_runs(bad_store, monkeypatch, page):
 
 
 def test_cli_lists_the_bad_store_and_names_each_problem(bad_store, capsys):
-    from peftviz.__main__ import main
+    from peftviz.cli import main
 
     assert main(["runs", "--runs-dir", str(bad_store)]) == 0
     listing = capsys.readouterr().out

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz.config import comparison
 from peftviz.store.runs import list_runs
+from peftviz.training.config import comparison
 from tests.helpers import charts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,7 +15,7 @@ BASELINES = ["lora", "prompt-tuning", "bitfit"]  # peft-injected, prefix positio
 
 @pytest.fixture(scope="module")
 def baseline_store(tmp_path_factory):
-    from peftviz.train import compare
+    from peftviz.training.trainer import compare
 
     store = tmp_path_factory.mktemp("baseline_store")
     compare(comparison("smoke", BASELINES), store)

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz import tour
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis.comparison import unique_names
+from peftviz.app import tour
 from peftviz.figures import calibration as figures
 from peftviz.store.runs import group_runs, list_runs, load_run
 from tests.helpers import charts

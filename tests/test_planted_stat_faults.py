@@ -23,10 +23,10 @@ from peftviz import calibration
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import comparison as cmp
 from peftviz.calibration.recalibration import RECALIBRATORS
-from peftviz.config import TrainConfig
 from peftviz.errors import RunError
 from peftviz.store.runs import Group, Run, load_run
 from peftviz.store.writer import RunWriter
+from peftviz.training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 CALIBRATION_PAGE = str(ROOT / "pages/2_Calibration.py")

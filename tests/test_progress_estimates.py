@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from peftviz.config import comparison
-from peftviz.jobs import Job, left_text
-from peftviz.progress import MEASURED_STEPS, Pace, Progress
+from peftviz.app.jobs import Job, left_text
+from peftviz.training.config import comparison
+from peftviz.training.progress import MEASURED_STEPS, Pace, Progress
 
 
 def running_job(runs: int = 1) -> Job:
@@ -109,7 +109,7 @@ def test_before_any_run_ends_the_others_are_taken_as_long_as_the_running_one():
 
 
 def test_a_skipped_run_is_not_timed():
-    from peftviz.progress import SKIPPED
+    from peftviz.training.progress import SKIPPED
 
     job = running_job()
     name = job.names[0]
@@ -137,6 +137,6 @@ def test_what_a_bar_says_of_the_time_left(left, text):
 
 @pytest.mark.parametrize("low, high, text", [(1.6, 2.5, "1.6 to 2.5"), (27.2, 27.2, "27.2"), (27.21, 27.24, "27.2")])
 def test_a_range_of_minutes_whose_ends_read_the_same_is_one_number(low, high, text):
-    from peftviz.progress import minutes_span
+    from peftviz.training.progress import minutes_span
 
     assert minutes_span(low, high) == text

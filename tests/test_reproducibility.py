@@ -1,6 +1,6 @@
 """A seed and its settings fix what a run stores, bit for bit on the CPU, wherever it trains.
 
-The app trains in a child process (`peftviz.worker`) because in a server thread other threads
+The app trains in a child process (`peftviz.app.worker`) because in a server thread other threads
 drew from torch's global generator and changed dropout masks: the same comparison stored other
 results from the app than from the CLI. Here the parent draws from that generator all the time
 the child trains, as a busy server does, and the stored predictions still equal an undisturbed
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from peftviz.config import comparison, preset_config
+from peftviz.app.worker import compare_in_process
 from peftviz.errors import ConfigError, ModelLoadError, TrainingError
-from peftviz.train import compare
-from peftviz.worker import compare_in_process
+from peftviz.training.config import comparison, preset_config
+from peftviz.training.trainer import compare
 
 METHODS = ["prefix-tuning", "kernel-prefix-propagation"]  # the two rows a tester saw differ
 
@@ -87,7 +87,7 @@ def test_the_childs_error_reaches_the_parent_as_its_kind_in_one_line(tmp_path):
 
 
 def test_a_child_killed_without_a_word_is_a_training_error(tmp_path, monkeypatch):
-    monkeypatch.setattr("peftviz.worker.COMMAND", [sys.executable, "-c", "import os; os._exit(3)"])
+    monkeypatch.setattr("peftviz.app.worker.COMMAND", [sys.executable, "-c", "import os; os._exit(3)"])
     many = [preset_config("smoke", "prefix-tuning")] * 200  # more settings than a pipe holds: the write fails
     with pytest.raises(TrainingError, match="exit code 3"):
         compare_in_process(many, tmp_path, lambda event: None)

@@ -14,10 +14,10 @@ import pytest
 import torch
 from torch import nn
 
-from peftviz import checkpoint
-from peftviz.config import preset_config
 from peftviz.errors import RunError
 from peftviz.store.writer import RunWriter
+from peftviz.training import checkpoint
+from peftviz.training.config import preset_config
 
 LABELS = ["a", "b", "c"]
 # a step the scaler skips (an overflow) leaves the scheduler stepping first: torch warns, as in real fp16 runs
@@ -141,7 +141,7 @@ def test_a_damaged_scaler_entry_is_one_line_naming_the_file(tmp_path, damage):
 
 def test_the_trainer_keeps_the_engines_scaler_with_the_training_state(monkeypatch):
     """Under fp16 Accelerate's scaler steps the optimizer: the trainer hands it to the resume state."""
-    from peftviz.train import Trainer
+    from peftviz.training.trainer import Trainer
 
     trainer = Trainer(preset_config("smoke", epochs=1))
     scaler = fresh_scaler()

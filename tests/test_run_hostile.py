@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz.analysis import calibration as analysis
 from peftviz.analysis import kernel
-from peftviz.run_labels import run_row
+from peftviz.analysis.run_labels import run_row
 from peftviz.store import caches
 from peftviz.store.runs import list_runs, load_run
 from tests.test_store_fuzz import npz_bytes, write_good_run
@@ -83,7 +83,7 @@ def test_a_record_of_the_wrong_type_lists_as_corrupt_naming_the_field(record_sto
 
 
 def test_cli_lists_a_run_whose_record_has_the_wrong_types(record_store, capsys):
-    from peftviz.__main__ import main
+    from peftviz.cli import main
 
     assert main(["runs", "--runs-dir", str(record_store)]) == 0
     listing = capsys.readouterr().out

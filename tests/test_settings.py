@@ -14,14 +14,14 @@ from dataclasses import fields
 import pytest
 import torch
 
-from peftviz.__main__ import parse_method_options
-from peftviz.backbones import load_encoder, max_tokens, tiny_encoder
-from peftviz.config import PRESETS, TrainConfig, alpha_grid, comparison, preset_config
+from peftviz.cli import parse_method_options
 from peftviz.errors import ConfigError, ModelLoadError
 from peftviz.methods import METHODS
-from peftviz.model import build_classifier
+from peftviz.modeling.backbones import load_encoder, max_tokens, tiny_encoder
+from peftviz.modeling.model import build_classifier
 from peftviz.options import Bounds, shown
 from peftviz.paths import minilm_path
+from peftviz.training.config import PRESETS, TrainConfig, alpha_grid, comparison, preset_config
 
 NAN, INF = math.nan, math.inf
 KERNEL = "kernel-prefix-propagation"
@@ -344,7 +344,7 @@ def test_the_message_names_the_model_as_the_user_wrote_it():
 
 
 def test_training_with_a_too_long_max_length_leaves_no_run_folder(tmp_path):
-    from peftviz.train import train
+    from peftviz.training.trainer import train
 
     config = preset_config("smoke", "fine-tuning", max_length=600)  # tiny-bert: 514 positions
     with pytest.raises(ConfigError, match="max_length 600 is beyond tiny-bert's 514 positions"):
@@ -393,7 +393,7 @@ def test_the_suggested_conversion_makes_the_model_loadable(pickled_model):
 
 
 def test_the_hub_message_converts_into_a_new_folder():
-    from peftviz.backbones import _pickled_message
+    from peftviz.modeling.backbones import _pickled_message
 
     message = _pickled_message("someone/old-bert")
     assert "save_pretrained('old-bert-safetensors')" in message and "AutoTokenizer" in message

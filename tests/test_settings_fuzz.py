@@ -18,9 +18,9 @@ from typing import Any, Literal, get_args, get_origin
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from peftviz.config import MAX_BATCH, RECORD_ONLY, TrainConfig
 from peftviz.errors import ConfigError
 from peftviz.methods import METHODS
+from peftviz.training.config import MAX_BATCH, RECORD_ONLY, TrainConfig
 from tests.helpers import each_case_within
 
 FUZZ = settings(derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

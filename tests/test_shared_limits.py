@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz import jobpanel
-from peftviz.config import METHOD_SETS, comparison, preset_config
+from peftviz.app import jobpanel
+from peftviz.app.jobs import JobQueue, QueueFull
+from peftviz.app.policy import RUNS_PER_VISITOR, RUNS_QUEUED, ServerPolicy
 from peftviz.errors import ConfigError
-from peftviz.jobs import JobQueue, QueueFull
-from peftviz.policy import RUNS_PER_VISITOR, RUNS_QUEUED, ServerPolicy
-from peftviz.progress import Progress
+from peftviz.training.config import METHOD_SETS, comparison, preset_config
+from peftviz.training.progress import Progress
 from tests.job_helpers import fake_queue, wait_until_idle
 
 ROOT = Path(__file__).resolve().parent.parent

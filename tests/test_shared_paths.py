@@ -31,8 +31,8 @@ TYPED = "<typed>"
 @pytest.fixture(scope="module")
 def one_run_store(tmp_path_factory):
     """A store with one complete one-head run of the method that can start from another run."""
-    from peftviz.config import preset_config
-    from peftviz.train import train
+    from peftviz.training.config import preset_config
+    from peftviz.training.trainer import train
 
     linking = next(name for name in METHODS if METHODS[name].run_links)
     store = tmp_path_factory.mktemp("shared_paths") / "runs"

@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from peftviz.config import preset_config
+from peftviz.analysis.run_labels import run_row
 from peftviz.errors import PeftvizError
-from peftviz.run_labels import run_row
 from peftviz.store.runs import STATUSES, load_run
 from peftviz.store.writer import RunWriter
+from peftviz.training.config import preset_config
 from tests.helpers import give_params_a_wrong_shape, hard_timeout
 
 FILES = ("config.json", "metrics.jsonl", "summary.json", "predictions/epoch_1.npz", "params.safetensors")
@@ -279,7 +279,7 @@ def test_params_of_another_epoch_hide_the_uncommitted_epoch_or_are_corrupt(templ
 
 
 def test_parameters_of_the_wrong_shape_are_named_when_the_model_is_rebuilt(smoke_store, tmp_path):
-    from peftviz.inference import load_trained
+    from peftviz.training.inference import load_trained
 
     source = next(p for p in sorted(smoke_store.iterdir()) if p.name.startswith("prefix-propagation-"))
     folder = shutil.copytree(source, tmp_path / source.name)

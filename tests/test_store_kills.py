@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from peftviz.config import preset_config
-from peftviz.inference import load_trained, predict, validation_loader
 from peftviz.store import runs as runs_module
 from peftviz.store.runs import list_runs
-from peftviz.train import resume, train
+from peftviz.training.config import preset_config
+from peftviz.training.inference import load_trained, predict, validation_loader
+from peftviz.training.trainer import resume, train
 
 ROOT = Path(__file__).resolve().parent.parent
 EPOCHS = 3
@@ -152,7 +152,7 @@ KILLER = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)  # mid-write: the temporary file stays behind
         real_replace(src, dst)
     os.replace = replace
-    from peftviz.__main__ import main
+    from peftviz.cli import main
     main(["train", "--preset", "smoke", "--epochs", "3", "--runs-dir", store])
     """
 )

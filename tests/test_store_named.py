@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz.__main__ import main
+from peftviz.cli import main
 
 HOME = str(Path(__file__).resolve().parent.parent / "pages" / "0_home.py")
 

@@ -54,7 +54,7 @@ def test_an_upload_goes_with_the_store_and_its_errors_name_the_users_file(tmp_pa
 
 
 def test_an_upload_is_named_by_the_name_it_came_under_wherever_a_run_names_its_data(tmp_path, monkeypatch):
-    from peftviz.uploads import dataset_label, store_upload
+    from peftviz.data.uploads import dataset_label, store_upload
 
     monkeypatch.setenv("PEFTVIZ_RUNS", str(tmp_path / "runs"))
     stored = store_upload("C:\\Users\\me\\my reviews.csv", CSV.encode())
@@ -136,9 +136,9 @@ def test_a_run_lists_as_training_while_its_writer_lives_and_incomplete_once_it_i
 
 
 def test_a_finished_or_failed_run_drops_its_lock(tmp_path):
-    from peftviz.config import preset_config
     from peftviz.store.runs import load_run
     from peftviz.store.writer import RunWriter, writer_alive
+    from peftviz.training.config import preset_config
 
     writer = RunWriter.create(tmp_path, preset_config("smoke"), {"label_names": ["a", "b"]})
     assert writer_alive(writer.path) and load_run(writer.path).status == "training"
@@ -170,11 +170,11 @@ def test_a_lock_file_from_another_host_counts_while_its_heartbeat_is_fresh(tmp_p
 
 
 def test_reuploading_a_different_file_of_the_same_name_leaves_an_earlier_runs_documents(tmp_path, monkeypatch):
-    from peftviz.config import preset_config
-    from peftviz.inference import run_data
-    from peftviz.run_labels import data_changed, run_labels, run_row
-    from peftviz.train import train
-    from peftviz.uploads import store_upload
+    from peftviz.analysis.run_labels import data_changed, run_labels, run_row
+    from peftviz.data.uploads import store_upload
+    from peftviz.training.config import preset_config
+    from peftviz.training.inference import run_data
+    from peftviz.training.trainer import train
 
     monkeypatch.setenv("PEFTVIZ_CACHE", str(tmp_path / "cache"))
     first = "text,label\n" + "".join(f"first file document {i},{'ab'[i % 2]}\n" for i in range(40))
@@ -192,9 +192,9 @@ def test_reuploading_a_different_file_of_the_same_name_leaves_an_earlier_runs_do
 
 
 def test_a_page_is_told_when_a_local_data_file_changed_after_training(tmp_path):
-    from peftviz.config import preset_config
-    from peftviz.run_labels import data_changed
-    from peftviz.train import train
+    from peftviz.analysis.run_labels import data_changed
+    from peftviz.training.config import preset_config
+    from peftviz.training.trainer import train
 
     data = tmp_path / "data.csv"
     data.write_text("text,label\n" + "".join(f"document {i},{'ab'[i % 2]}\n" for i in range(40)))

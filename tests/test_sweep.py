@@ -1,4 +1,4 @@
-"""Sweeps (`peftviz.sweep`): idempotent on the store, resumable, and the same runs on Ray as here.
+"""Sweeps (`peftviz.sweep.plan`): idempotent on the store, resumable, and the same runs on Ray as here.
 
 The Ray tests start a local Ray with 2 CPUs (no GPU), as a laptop or CI would, and train smoke runs
 (tiny-bert built from its config, 120 documents): a few seconds each, plus Ray's start."""
@@ -13,12 +13,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from peftviz.config import comparison, comparison_methods, over_seeds
 from peftviz.errors import PeftvizError
 from peftviz.paths import child_python_path
-from peftviz.progress import finished_line
 from peftviz.store.runs import list_runs
-from peftviz.sweep import RayOptions, plan, run_sweep
+from peftviz.sweep.plan import RayOptions, plan, run_sweep
+from peftviz.training.config import comparison, comparison_methods, over_seeds
+from peftviz.training.progress import finished_line
 
 ray = pytest.importorskip("ray")
 
@@ -152,7 +152,7 @@ def test_running_an_interrupted_sweep_again_trains_only_what_is_missing(tmp_path
 @pytest.fixture
 def lora_fails(monkeypatch):
     """Every lora run of a sweep fails with a two-line error (as a NaN loss would); the others train. Undo: call it."""
-    from peftviz import sweep
+    from peftviz.sweep.plan import plan as sweep
 
     real = sweep.execute
 
@@ -188,7 +188,7 @@ def test_a_stored_run_matches_its_configuration_with_precision_auto(tmp_path):
 
 def test_the_app_s_job_on_ray_reports_each_run_queued_then_done(local_ray, tmp_path):
     """What the Home page's job panel follows when the comparison trains on Ray (the worker child's side)."""
-    from peftviz.worker import sweep_on_ray
+    from peftviz.app.worker import sweep_on_ray
 
     configs = sweep_configs(seeds=(0,))
     events = []
@@ -201,7 +201,7 @@ def test_the_app_s_job_on_ray_reports_each_run_queued_then_done(local_ray, tmp_p
 
 
 def test_the_command_line_lists_what_failed_and_exits_with_how_many(tmp_path, lora_fails, capsys):
-    from peftviz.__main__ import main
+    from peftviz.cli import main
 
     argv = ["compare", "--preset", "smoke", "--methods", METHODS, "--seeds", "2", "--runs-dir", str(tmp_path)]
     assert main(argv) == 2  # lora at seeds 0 and 1

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from peftviz import calibration
-from peftviz.__main__ import main
-from peftviz.config import comparison, preset_config
-from peftviz.inference import load_trained, make_loader, predict, run_data, tokenize
+from peftviz.cli import main
 from peftviz.store.runs import list_runs, load_run
-from peftviz.train import train
+from peftviz.training.config import comparison, preset_config
+from peftviz.training.inference import load_trained, make_loader, predict, run_data, tokenize
+from peftviz.training.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def smoke_runs(tmp_path_factory):
     """The smoke comparison: every method, one store, trained once for the module."""
     store = tmp_path_factory.mktemp("runs")
-    from peftviz.train import compare
+    from peftviz.training.trainer import compare
 
     events = []
     runs = compare(comparison("smoke"), store, events.append)
@@ -97,7 +97,7 @@ def test_rebuilt_model_reproduces_the_stored_predictions(smoke_runs):
 
 
 def test_non_finite_loss_stops_the_run_and_keeps_finished_epochs(tmp_path, monkeypatch):
-    import peftviz.train as train_module
+    import peftviz.training.trainer as train_module
 
     real = train_module.F.cross_entropy
     calls = {"n": 0}
@@ -200,7 +200,7 @@ def test_cli_runs_lists_the_store(smoke_runs, capsys):
 
 
 def test_cuda_is_picked_when_present(monkeypatch):
-    from peftviz.inference import pick_device
+    from peftviz.training.inference import pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert pick_device("auto").type == "cuda"
@@ -211,8 +211,8 @@ def test_cuda_is_picked_when_present(monkeypatch):
 def test_the_store_lists_runs_in_the_order_they_were_made(smoke_store):
     """Smoke runs are made several to a second: a creation time to the second left ties to the folder
     name, and the Calibration page's first six runs then missed one of the comparison's."""
-    from peftviz.config import alpha_grid
-    from peftviz.train import created_now
+    from peftviz.training.config import alpha_grid
+    from peftviz.training.trainer import created_now
 
     made = comparison("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2))  # as conftest's smoke_store
     assert [run.config.run_title for run in list_runs(smoke_store)] == [config.run_title for config in made]

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from peftviz.config import PRESETS, TrainConfig, preset_config
 from peftviz.errors import ConfigError
 from peftviz.methods import METHODS
+from peftviz.training.config import PRESETS, TrainConfig, preset_config
 from tests.job_helpers import fake_queue
 from tests.test_shared_paths import one_run_store  # noqa: F401  (a fixture, used by name)
 

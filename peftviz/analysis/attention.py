@@ -41,9 +41,9 @@ import numpy as np
 import torch
 
 from peftviz.errors import ConfigError
-from peftviz.inference import run_data
-from peftviz.longformer import BandedAttention, key_mass, query_rows, row_sums
+from peftviz.modeling.longformer import BandedAttention, key_mass, query_rows, row_sums
 from peftviz.store.runs import Run
+from peftviz.training.inference import run_data
 
 MAX_ROWS = 64  # query tokens in a token window
 MAX_COLUMNS = 160  # prefix keys + key tokens in a token window

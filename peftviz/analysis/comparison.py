@@ -39,12 +39,14 @@ import pandas as pd
 
 from peftviz.analysis.calibration import has_predictions, resolve
 from peftviz.analysis.estimates import cached_estimates
+from peftviz.analysis.run_labels import (
+    NOT_YET,
+)  # a group none of whose runs has finished: test predictions come at the end
 from peftviz.calibration import estimators, stats
+from peftviz.data.uploads import dataset_label
 from peftviz.errors import ConfigError, RunError
-from peftviz.run_labels import NOT_YET  # a group none of whose runs has finished: test predictions come at the end
 from peftviz.store.runs import Group, Run, group_runs
 from peftviz.tables import format_table
-from peftviz.uploads import dataset_label
 
 # the Calibration page's choice of resamples: 200 gives a readable band in seconds; 1000 is the report's precision
 RESAMPLE_CHOICES = (200, 1000)

@@ -31,14 +31,14 @@ import numpy as np
 
 from peftviz.analysis.attention import lambda_c
 from peftviz.calibration.stats import LEVEL, t_interval
-from peftviz.config import TrainConfig, alpha_grid
 from peftviz.errors import RunError
-from peftviz.inference import evaluation_metrics, load_trained, predict, run_data, validation_loader
 from peftviz.methods import alpha_grid_method
 from peftviz.methods.kernel_prefix_propagation import EXACT
-from peftviz.model import PeftClassifier
+from peftviz.modeling.model import PeftClassifier
 from peftviz.store import caches, schema
 from peftviz.store.runs import Run, group_runs
+from peftviz.training.config import TrainConfig, alpha_grid
+from peftviz.training.inference import evaluation_metrics, load_trained, predict, run_data, validation_loader
 
 SWEEP_FILE = "alpha_sweep.json"  # a cache of the run folder (`store.caches`)
 SWEEP_FORMAT = 1

@@ -34,10 +34,10 @@ from peftviz.exchange.hf import (
     quiet_peft_wrapping,
 )
 from peftviz.exchange.sources import MANIFEST
-from peftviz.inference import load_trained
-from peftviz.model import PeftClassifier
+from peftviz.modeling.model import PeftClassifier
 from peftviz.store.runs import Run
 from peftviz.store.schema import PARAMS_FILE
+from peftviz.training.inference import load_trained
 
 MANIFEST_FORMAT = 1  # of peftviz.json: the run's record and label names, what `import` reads back
 PROMPT = "prompt_embeddings"  # what peft calls the prompt-learning tensor it saves

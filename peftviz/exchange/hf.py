@@ -27,9 +27,9 @@ from safetensors import safe_open
 from torch import Tensor
 from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
-from peftviz.backbones import DEFAULT_MODEL, TINY_MODELS
 from peftviz.errors import ExchangeError
-from peftviz.long_minilm import parse_long_minilm
+from peftviz.modeling.backbones import DEFAULT_MODEL, TINY_MODELS
+from peftviz.modeling.long_minilm import parse_long_minilm
 from peftviz.paths import minilm_path
 
 # the shipped MiniLM is this hub checkpoint: what an exported adapter names as its base

@@ -35,9 +35,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
-from peftviz.backbones import check_max_length, load_encoder
-from peftviz.config import MAX_LABEL_CHARS, TrainConfig, preset_config
-from peftviz.data import load_data
+from peftviz.data.loading import load_data
+from peftviz.data.uploads import data_sha256
 from peftviz.errors import ExchangeError, RunError
 from peftviz.exchange import sources
 from peftviz.exchange.hf import (
@@ -53,16 +52,17 @@ from peftviz.exchange.hf import (
     quiet_peft_wrapping,
 )
 from peftviz.exchange.request import ImportRequest
-from peftviz.inference import evaluation_metrics, make_loader, pick_device, predict, rebuild, tokenize
 from peftviz.methods import METHODS, backbone_method
-from peftviz.model import PeftClassifier, build_classifier
+from peftviz.modeling.backbones import check_max_length, load_encoder
+from peftviz.modeling.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
-from peftviz.progress import Progress, ProgressCallback
 from peftviz.store import schema
 from peftviz.store.runs import Run, load_run
 from peftviz.store.schema import PARAMS_FILE
 from peftviz.store.writer import RunWriter
-from peftviz.uploads import data_sha256
+from peftviz.training.config import MAX_LABEL_CHARS, TrainConfig, preset_config
+from peftviz.training.inference import evaluation_metrics, make_loader, pick_device, predict, rebuild, tokenize
+from peftviz.training.progress import Progress, ProgressCallback
 
 SPLITS = ("validation", "test")
 TOLERANCE = 1e-4  # max |Δ logit| between peftviz and the model's own library on the first batch (float32: ~1e-6)
@@ -175,7 +175,7 @@ def check_reproduced(model: PeftClassifier, reference, batch: dict, order: list[
 
 
 def _store(config, model, data, evaluations: dict, seconds: float, imported: dict, runs_dir) -> Run:
-    from peftviz.train import environment  # the same record as a trained run
+    from peftviz.training.trainer import environment  # the same record as a trained run
 
     metrics = {name: evaluation_metrics(*evaluations[name], config.ece_bins) for name in evaluations}
     recorded = {

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 from torch import Tensor, nn
 
-from peftviz.attention_function import AttentionContext
 from peftviz.errors import ConfigError
+from peftviz.modeling.attention_function import AttentionContext
 from peftviz.options import Options
 
 if TYPE_CHECKING:
-    from peftviz.config import TrainConfig
     from peftviz.store.runs import Run
+    from peftviz.training.config import TrainConfig
 
 # a learning rate this many times beyond its method's usual range gets a warning (`learning_rate_note`)
 FAR_FACTOR = 10

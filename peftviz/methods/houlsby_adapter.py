@@ -33,8 +33,8 @@ from typing import ClassVar
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from peftviz.backbones import encoder_layers
 from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.modeling.backbones import encoder_layers
 from peftviz.options import option
 
 MAX_BOTTLENECK = 4096

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from peftviz.attention_function import AttentionContext, Kernel, KernelSpec
 from peftviz.methods.prefix_propagation import PrefixPropagation, PrefixPropagationConfig
+from peftviz.modeling.attention_function import AttentionContext, Kernel, KernelSpec
 from peftviz.options import option
 
 EXACT = "exact"  # the α setting that uses each query's own λ(C): plain prefix-propagation

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from peftviz.attention_function import AttentionContext
-from peftviz.backbones import encoder_layers
 from peftviz.methods.base import PeftMethod
 from peftviz.methods.prefix_params import PrefixConfig, prefix_encoder
+from peftviz.modeling.attention_function import AttentionContext
+from peftviz.modeling.backbones import encoder_layers
 
 
 @dataclass

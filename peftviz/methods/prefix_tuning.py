@@ -22,10 +22,10 @@ from typing import Literal
 
 from torch import Tensor, nn
 
-from peftviz.attention_function import AttentionContext
 from peftviz.errors import ConfigError
 from peftviz.methods.base import PeftMethod
 from peftviz.methods.prefix_params import PrefixConfig, prefix_encoder
+from peftviz.modeling.attention_function import AttentionContext
 from peftviz.options import option
 
 

@@ -49,11 +49,11 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from peftviz.attention_function import AttentionContext
-from peftviz.backbones import encoder_layers
 from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.methods.prefix_tuning import check_peft_layout
+from peftviz.modeling.attention_function import AttentionContext
+from peftviz.modeling.backbones import encoder_layers
 from peftviz.options import option
 
 MAX_PROMPT_LENGTH = 1024

@@ -44,15 +44,15 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from peftviz.backbones import encoder_layers
 from peftviz.errors import ConfigError, RunError
 from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.modeling.backbones import encoder_layers
 from peftviz.options import option
 from peftviz.store.schema import safetensors_header
 
 if TYPE_CHECKING:
-    from peftviz.config import TrainConfig
     from peftviz.store.runs import Run
+    from peftviz.training.config import TrainConfig
 
 
 MAX_HEADS = 64

@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError, RunError
 from peftviz.files import remove_stale_temporaries
 from peftviz.paths import store_dir
 from peftviz.store import schema
 from peftviz.store.schema import PARAMS_FILE
 from peftviz.store.writer import writer_alive
+from peftviz.training.config import TrainConfig
 
 if TYPE_CHECKING:
     from torch import Tensor

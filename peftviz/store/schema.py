@@ -182,7 +182,7 @@ def _data_sha256(digest, file: str, field: str) -> None:
         raise Corrupt(file, f"{field} must be 64 hex digits or null, not {_shown(digest)}")
 
 
-ENGINES = ("local", "ray")  # what trained a run (`peftviz.sweep`)
+ENGINES = ("local", "ray")  # what trained a run (`peftviz.sweep.plan`)
 
 
 def _attempts(attempts, file: str, field: str) -> None:

@@ -27,10 +27,10 @@ try:
 except ImportError:  # Windows: only the heartbeat tells a live writer
     fcntl = None
 
-from peftviz.config import TrainConfig
 from peftviz.files import atomic_write, temporary_name, write_npz_atomic
 from peftviz.store import schema
 from peftviz.store.schema import LOCK_FILE, PARAMS_FILE, RESUME_FILE
+from peftviz.training.config import TrainConfig
 
 if TYPE_CHECKING:
     from torch import Tensor

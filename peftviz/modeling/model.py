@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from peftviz.backbones import check_max_length, encode
-from peftviz.longformer import BandedAttention
 from peftviz.methods import make_method
 from peftviz.methods.base import PeftMethod
+from peftviz.modeling.backbones import check_max_length, encode
+from peftviz.modeling.longformer import BandedAttention
 
 POOLINGS = ("cls", "mean")
 

@@ -1,8 +1,8 @@
 """Progress of training, as events: the `Progress` record the trainer sends, and a terminal bar drawn from them.
 
-The trainer (`peftviz.train`) calls a `ProgressCallback` with one `Progress` per batch, evaluation and
-finished run; the CLI draws them with `TerminalProgress`, the app's job queue (`peftviz.jobs`) keeps the
-latest for its bars, and a training child process (`peftviz.worker`) sends them to its parent as JSON
+The trainer (`peftviz.training.trainer`) calls a `ProgressCallback` with one `Progress` per batch, evaluation and
+finished run; the CLI draws them with `TerminalProgress`, the app's job queue (`peftviz.app.jobs`) keeps the
+latest for its bars, and a training child process (`peftviz.app.worker`) sends them to its parent as JSON
 lines. This module imports no torch and no tqdm at import time, so the app can use it without the trainer.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-SKIPPED = "already complete"  # the phase of a run a sweep skipped: the store holds it complete (`peftviz.sweep`)
+SKIPPED = "already complete"  # the phase of a run a sweep skipped: the store holds it complete (`peftviz.sweep.plan`)
 ENDED = ("done", SKIPPED)  # the phases after which a run sends no more events
 
 

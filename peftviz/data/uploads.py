@@ -10,7 +10,7 @@ beside it in `<stored name>.name` (only its last part, never used as a path).
 
 A run records the SHA-256 of the data it read (`data_sha256`), whatever its source (an upload, a
 local file or folder, the built-in corpus), so a page can say when the data under that name has
-changed since (`peftviz.run_labels.data_changed`).
+changed since (`peftviz.analysis.run_labels.data_changed`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def upload_path(name: str, content: bytes) -> Path:
 
 def store_upload(name: str, content: bytes, limit: int = UPLOAD_LIMIT) -> Path:
     """Store an uploaded file by its content (once); returns its path in `uploads_dir()`.
-    limit: the largest upload in bytes (a shared server's is smaller: `peftviz.policy`)."""
+    limit: the largest upload in bytes (a shared server's is smaller: `peftviz.app.policy`)."""
     if len(content) > limit:
         raise DataError(f"upload {name!r} is {len(content) / MB:.1f} MB; the limit is {limit / MB:g} MB")
     path = upload_path(name, content)
@@ -83,7 +83,7 @@ def data_sha256(spec: str) -> str | None:
     """The SHA-256 of the data a dataset spec reads: a file's bytes; for a folder of class sub-folders
     (and the built-in corpus), its .txt files' paths and bytes in sorted order. None for a hub name
     or a path that cannot be read: nothing to compare later."""
-    from peftviz.data import BUILTIN, HUB_DATASETS, bbc_folder  # `datasets` loads here, not on import
+    from peftviz.data.loading import BUILTIN, HUB_DATASETS, bbc_folder  # `datasets` loads here, not on import
 
     if spec in HUB_DATASETS:
         return None
@@ -122,7 +122,7 @@ def _file_sha256(path: Path, info: os.stat_result) -> str:
 def _folder_sha256(folder: Path) -> str:
     """The class sub-folders' .txt files, listed by the loader's own functions, so the hash covers
     exactly the files a run reads."""
-    from peftviz.data import class_folders, text_files
+    from peftviz.data.loading import class_folders, text_files
 
     digest = hashlib.sha256()
     for class_dir in class_folders(folder):

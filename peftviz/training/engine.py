@@ -31,9 +31,9 @@ from accelerate import Accelerator, DataLoaderConfiguration, DistributedDataPara
 from accelerate.state import AcceleratorState, GradientState
 from accelerate.utils import broadcast_object_list
 
-from peftviz.config import TrainConfig
 from peftviz.errors import ConfigError
-from peftviz.inference import pick_device, predict
+from peftviz.training.config import TrainConfig
+from peftviz.training.inference import pick_device, predict
 
 # peftviz's names -> accelerate's `mixed_precision`
 MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}

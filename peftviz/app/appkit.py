@@ -20,9 +20,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from peftviz.analysis.run_labels import run_labels
 from peftviz.figures.export import IMAGE_FORMATS, figure_table, file_stem, toolbar_config
 from peftviz.paths import store_dir
-from peftviz.run_labels import run_labels
 from peftviz.store.runs import Group, Run, list_runs, refreshed, run_signature, store_signature
 
 __all__ = ["chart", "document_attention", "lambda_rows", "options_form", "page", "per_run", "pick_run",
@@ -174,7 +174,7 @@ def shared(build: Callable, *args, **kwargs):
 
 def trained_model(run: Run):
     """(model, tokenizer) of a run, rebuilt from its parameters once and kept."""
-    from peftviz.inference import load_trained  # here: pages without a model never import torch
+    from peftviz.training.inference import load_trained  # here: pages without a model never import torch
 
     return per_run(load_trained, run, spinner="Loading the trained model…", heavy=True)
 

@@ -1,4 +1,4 @@
-"""The Ray engine of a sweep (`peftviz.sweep`): one Ray task per run, retried where its worker dies.
+"""The Ray engine of a sweep (`peftviz.sweep.plan`): one Ray task per run, retried where its worker dies.
 
 Imported only when a sweep asks for Ray, so nothing else loads it. Each task trains (or resumes) one
 planned configuration in a Ray worker process and writes its run into the store, which every node
@@ -19,7 +19,7 @@ from ray.exceptions import RayError, RayTaskError, WorkerCrashedError
 
 from peftviz.paths import child_python_path
 from peftviz.store.runs import load_run
-from peftviz.sweep import Outcome, Planned, RayOptions, execute, finished, retried
+from peftviz.sweep.plan import Outcome, Planned, RayOptions, execute, finished, retried
 
 
 def run_on_ray(planned: list[Planned], runs_dir: Path, options: RayOptions, counts, report) -> list[Outcome]:

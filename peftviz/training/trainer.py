@@ -25,19 +25,19 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
 
-from peftviz import checkpoint
-from peftviz.backbones import load_encoder
-from peftviz.config import TrainConfig
-from peftviz.data import TextData, load_data
-from peftviz.engine import Engine
+from peftviz.data.loading import TextData, load_data
+from peftviz.data.uploads import data_sha256
 from peftviz.errors import RunError, TrainingError
-from peftviz.inference import evaluation_metrics, make_loader, tokenize
-from peftviz.model import PeftClassifier, build_classifier
+from peftviz.modeling.backbones import load_encoder
+from peftviz.modeling.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
-from peftviz.progress import Progress, ProgressCallback
 from peftviz.store.runs import Run, best_epoch_of, load_run, read_metrics_lines
 from peftviz.store.writer import FollowerWriter, RunWriter
-from peftviz.uploads import data_sha256
+from peftviz.training import checkpoint
+from peftviz.training.config import TrainConfig
+from peftviz.training.engine import Engine
+from peftviz.training.inference import evaluation_metrics, make_loader, tokenize
+from peftviz.training.progress import Progress, ProgressCallback
 
 __all__ = ["Trainer", "compare", "train"]
 
@@ -307,7 +307,7 @@ def compare(
     configs: list[TrainConfig], runs_dir: Path | None = None, progress: ProgressCallback | None = None
 ) -> list[Run]:
     """Train configs in turn on the same data and split (loaded once), every one anew: it does not look in
-    the store (the CLI and the app's jobs go through `peftviz.sweep`, which skips and resumes runs).
+    the store (the CLI and the app's jobs go through `peftviz.sweep.plan`, which skips and resumes runs).
 
     Each method may adjust its config given the runs trained before it (`before_training`): a
     four-head tiny-attention adapter starts from the comparison's last one-head run, as the paper

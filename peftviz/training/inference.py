@@ -15,12 +15,12 @@ from sklearn.metrics import f1_score
 from torch.utils.data import DataLoader
 
 from peftviz import calibration
-from peftviz.backbones import load_encoder
-from peftviz.config import TrainConfig
-from peftviz.data import TextData, load_data
+from peftviz.data.loading import TextData, load_data
 from peftviz.errors import RunError
-from peftviz.model import PeftClassifier, build_classifier
+from peftviz.modeling.backbones import load_encoder
+from peftviz.modeling.model import PeftClassifier, build_classifier
 from peftviz.store.runs import Run
+from peftviz.training.config import TrainConfig
 
 
 def pick_device(spec: str = "auto") -> torch.device:

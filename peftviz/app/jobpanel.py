@@ -17,18 +17,18 @@ import importlib.util
 
 import streamlit as st
 
-from peftviz.appkit import current_page, current_session, show_error
+from peftviz.app.appkit import current_page, current_session, show_error
+from peftviz.app.jobs import AlreadyQueued, Job, JobQueue, QueueFull
+from peftviz.app.policy import ServerPolicy, visitor_key
 from peftviz.errors import ConfigError
-from peftviz.jobs import AlreadyQueued, Job, JobQueue, QueueFull
 from peftviz.paths import store_dir
-from peftviz.policy import ServerPolicy, visitor_key
 
 SEEN_ACTIVE_KEY = "jobpanel.active"  # session state: ids of the jobs active at the page's last full run
 SHOW_FINISHED = 3  # a visitor's latest finished jobs shown on the page they came from
 
 
 def policy() -> ServerPolicy:
-    """The server's policy, read from its environment (see peftviz.policy); a malformed setting stops
+    """The server's policy, read from its environment (see peftviz.app.policy); a malformed setting stops
     the page with one line naming it, rather than serving with a guess."""
     try:
         return ServerPolicy.from_env()
@@ -84,7 +84,7 @@ ENGINE_LABELS = {
 
 
 def engine_choice() -> str:
-    """Where a comparison trains (`peftviz.sweep`): here in turn, or on Ray where it is installed. Not on a
+    """Where a comparison trains (`peftviz.sweep.plan`): here in turn, or on Ray where it is installed. Not on a
     shared server, where one visitor's sweep would take every core from the others."""
     if policy().shared or importlib.util.find_spec("ray") is None:
         return "local"

@@ -46,7 +46,7 @@ from transformers.models.longformer.modeling_longformer import (
     LongformerSelfOutput,
 )
 
-from peftviz.attention_function import AttentionContext, attend, key_padding_bias
+from peftviz.modeling.attention_function import AttentionContext, attend, key_padding_bias
 
 
 @dataclass

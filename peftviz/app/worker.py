@@ -6,7 +6,7 @@ page's α sweep), so a comparison trained there got other dropout masks than the
 trained from the CLI, and stored other results. A child process owns its generator, keeps the
 server responsive (no shared GIL), and its memory goes when it ends.
 
-Why `python -m peftviz.worker` and not `multiprocessing`: a spawned multiprocessing child first
+Why `python -m peftviz.app.worker` and not `multiprocessing`: a spawned multiprocessing child first
 re-runs the parent's `__main__`, and in a Streamlit server `__main__` is whichever page script
 ran last, so the child would run a page before training (and fail where the page needs a
 session). A plain subprocess imports only this module.
@@ -34,13 +34,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from peftviz import errors
-from peftviz.config import TrainConfig
 from peftviz.errors import PeftvizError, TrainingError
 from peftviz.paths import child_python_path
-from peftviz.progress import SKIPPED, Progress
 from peftviz.store.runs import load_run
+from peftviz.training.config import TrainConfig
+from peftviz.training.progress import SKIPPED, Progress
 
-COMMAND = [sys.executable, "-m", "peftviz.worker"]  # a test swaps it for a child that dies
+COMMAND = [sys.executable, "-m", "peftviz.app.worker"]  # a test swaps it for a child that dies
 # Training yields the CPU to the server: pages stay responsive while a job trains, and a job alone
 # on the machine trains as fast as before (niceness only orders who runs when both want a core).
 NICENESS = 10
@@ -57,7 +57,7 @@ def compare_in_process(
     force: bool = False,
 ) -> list:
     """Continue the incomplete runs `resume` (their folders), then train `configs` as a sweep
-    (`peftviz.sweep`: a configuration with a complete run in the store is skipped, one with a stopped run
+    (`peftviz.sweep.plan`: a configuration with a complete run in the store is skipped, one with a stopped run
     resumed, unless `force`), then import the models `imports` (ImportRequests), in a child process;
     returns the runs. `stoppable(stop)` is handed a function that stops the child (a cancelled job): its
     run is left incomplete, as a killed run, which the next job of the same settings resumes. With engine
@@ -133,18 +133,18 @@ def _answer(channel, message: dict) -> None:
 
 
 def sweep_here(configs: list[TrainConfig], runs_dir: Path, report, force: bool = False) -> list:
-    """The configs as a sweep in this process (`peftviz.sweep`, local engine): the trainer's events of the runs
+    """The configs as a sweep in this process (`peftviz.sweep.plan`, local engine): the trainer's events of the runs
     it trains or resumes, SKIPPED for those already complete. Raises if any run failed, naming the first."""
-    from peftviz.sweep import run_sweep
+    from peftviz.sweep.plan import run_sweep
 
     outcomes = run_sweep(configs, runs_dir, "local", force, on_progress=_told_when(report, "skip"), run_progress=report)
     return _all_complete(outcomes)
 
 
 def sweep_on_ray(configs: list[TrainConfig], runs_dir: Path, report, force: bool = False) -> list:
-    """The configs as a sweep on Ray (`peftviz.sweep`): as `sweep_here`, each run one task. A run's events are
+    """The configs as a sweep on Ray (`peftviz.sweep.plan`): as `sweep_here`, each run one task. A run's events are
     those a Ray task tells: queued, then done (or SKIPPED) or failed. Raises if any run failed, naming the first."""
-    from peftviz.sweep import run_sweep
+    from peftviz.sweep.plan import run_sweep
 
     for config in configs:
         report(Progress(config.run_title, "queued on Ray", 0, config.epochs))
@@ -194,7 +194,7 @@ def main(parent: int) -> None:
     channel = os.fdopen(os.dup(1), "w")
     os.nice(NICENESS)
     os.dup2(2, 1)  # stray prints (libraries, warnings) go to stderr, never into the answers
-    from peftviz.train import resume
+    from peftviz.training.trainer import resume
 
     def report(event) -> None:
         if os.getppid() != parent:  # the server is gone: stop like a killed run, resumable from the CLI

@@ -13,7 +13,7 @@
                               any visitor's job (everyone may cancel their own)
 
 In shared mode the browser cannot name anything on the server: data are the built-in corpus or
-an upload (stored under a name peftviz makes from its content, `peftviz.uploads`; the Train page
+an upload (stored under a name peftviz makes from its content, `peftviz.data.uploads`; the Train page
 offers no "local path"), models are the built-in encoders or those the store's runs were trained
 on, and a run to start from is chosen among the store's runs (a select box, never a typed path:
 `PeftMethod.linkable_runs`). The run limits count runs, not jobs: one job may hold a comparison at
@@ -34,9 +34,9 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from peftviz.data.uploads import UPLOAD_NAME
 from peftviz.errors import ConfigError, DataError, ModelLoadError
 from peftviz.files import MB
-from peftviz.uploads import UPLOAD_NAME
 
 BUILTIN_MODELS = ("minilm", "tiny-bert", "tiny-roberta", "tiny-longformer")
 LONG_MINILM = re.compile(r"long-minilm(-w\d+)?")

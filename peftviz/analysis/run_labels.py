@@ -10,9 +10,9 @@ import json
 import os
 from pathlib import Path
 
-from peftviz.config import TrainConfig
+from peftviz.data.uploads import dataset_label
 from peftviz.store.runs import Run
-from peftviz.uploads import dataset_label
+from peftviz.training.config import TrainConfig
 
 
 def trained_by(run: Run) -> str | None:
@@ -75,7 +75,7 @@ def data_changed(run: Run) -> str | None:
     recorded = run.record.get("data_sha256")
     if not recorded or run.config is None:
         return None
-    from peftviz.uploads import data_sha256  # reads the data's files; `datasets` loads here
+    from peftviz.data.uploads import data_sha256  # reads the data's files; `datasets` loads here
 
     now = data_sha256(run.config.dataset)
     if now == recorded:

@@ -42,11 +42,11 @@ from safetensors import SafetensorError
 from transformers import AutoModel, AutoTokenizer, BertConfig, LongformerConfig, PreTrainedModel, RobertaConfig
 from transformers.utils import logging as hf_logging
 
-from peftviz.attention_function import ATTN_IMPLEMENTATION, AttentionContext, key_padding_bias
 from peftviz.errors import ConfigError, ModelLoadError
-from peftviz.long_minilm import long_minilm_path, parse_long_minilm
-from peftviz.longformer import LongEncoder
-from peftviz.model_folder import (
+from peftviz.modeling.attention_function import ATTN_IMPLEMENTATION, AttentionContext, key_padding_bias
+from peftviz.modeling.long_minilm import long_minilm_path, parse_long_minilm
+from peftviz.modeling.longformer import LongEncoder
+from peftviz.modeling.model_folder import (
     check_weights_fit,
     check_weights_present,
     first_line,

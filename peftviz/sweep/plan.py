@@ -7,7 +7,7 @@ are trained; `force` trains them all anew, each new run beside one of its config
 that run as `repeat_of` (a group counts one run per seed: `store.runs.group_runs`). A configuration
 is known by its group key and seed (`store.runs.group_key`): the same settings, normalised, the same
 seed. So running a sweep again trains only what is missing, and an interrupted sweep is finished by
-running its command again. The CLI's `train` and the app's jobs (`peftviz.worker`) go through it too.
+running its command again. The CLI's `train` and the app's jobs (`peftviz.app.worker`) go through it too.
 
 Engines (`ENGINES`):
 
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from peftviz.config import TrainConfig
 from peftviz.errors import ConfigError, PeftvizError
 from peftviz.store.runs import Run, group_key, list_runs, load_run, original_first
+from peftviz.training.config import TrainConfig
 
 ENGINES = ("local", "ray")
 Action = Literal["train", "resume", "skip"]
@@ -160,7 +160,7 @@ def run_sweep(
     report = on_progress or (lambda _: None)
     if engine == "local":
         return _run_local(planned, runs_dir, counts, report, run_progress)
-    from peftviz.sweep_ray import run_on_ray  # ray imports here, only for this engine
+    from peftviz.sweep.on_ray import run_on_ray  # ray imports here, only for this engine
 
     return run_on_ray(planned, runs_dir, ray_options or RayOptions(), counts, report)
 
@@ -198,7 +198,7 @@ def _run_local(planned, runs_dir, counts, report, run_progress) -> list[Outcome]
 
 def _data(config: TrainConfig, cache: dict):
     """The sweep's data, loaded once per (dataset, split seed, limit)."""
-    from peftviz.data import load_data
+    from peftviz.data.loading import load_data
 
     key = (config.dataset, config.data_seed, config.limit)
     if key not in cache:
@@ -210,7 +210,7 @@ def execute(item: Planned, runs_dir: Path, earlier: list[Run], engine: str, prog
     """Skip, resume or train one planned configuration, in this process; returns its run."""
     if item.action == "skip":
         return load_run(item.run)
-    from peftviz.train import Trainer, resume  # torch and transformers load here
+    from peftviz.training.trainer import Trainer, resume  # torch and transformers load here
 
     if item.action == "resume":
         return resume(load_run(item.run), progress, sweep_engine=engine)

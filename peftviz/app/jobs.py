@@ -2,7 +2,7 @@
 
 One `JobQueue` per server process (the app keeps it in `st.cache_resource`). A Train press
 `submit`s a job; it waits in line until fewer than `max_running` jobs run, then trains in a child
-process of its own (`peftviz.worker`: the server's other threads would otherwise change its
+process of its own (`peftviz.app.worker`: the server's other threads would otherwise change its
 dropout masks), followed by a daemon thread of the server, so navigating between pages or
 reloading does not stop it. No press is dropped: `submit` queues the job or raises `QueueFull`
 saying why not. Run folders are unique and written atomically, so the store stays consistent
@@ -10,7 +10,7 @@ whatever runs at once.
 
 Every job has an `owner`: the visitor who submitted it (`jobpanel.visitor`, a browser's identity
 that survives a reload). Only its owner sees its settings, progress and errors, and only its
-owner (or the server's owner, see `peftviz.policy`) can cancel it; other visitors see that a job
+owner (or the server's owner, see `peftviz.app.policy`) can cancel it; other visitors see that a job
 of someone else waits or runs, and their own place in line. Cancelling a waiting job takes it out
 of line; cancelling a running one stops its child process, which leaves its run `incomplete`, as
 a killed run, so it can be resumed.
@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from peftviz.config import TrainConfig
+from peftviz.app.worker import compare_in_process
 from peftviz.errors import PeftvizError
 from peftviz.exchange.request import ImportRequest
-from peftviz.progress import ENDED, SKIPPED, Pace, Progress
 from peftviz.store.runs import Run, group_key
-from peftviz.worker import compare_in_process
+from peftviz.training.config import TrainConfig
+from peftviz.training.progress import ENDED, SKIPPED, Pace, Progress
 
 KEEP_FINISHED = 50  # finished jobs kept for their owners' pages; older ones are forgotten
 _ids = itertools.count(1)
@@ -62,7 +62,7 @@ class Job:
     resume: list[Run] = field(default_factory=list)  # incomplete runs to continue, before the configs
     engine: str = "local"  # the configs one after another in the child ("local"), or each a Ray task ("ray")
     imports: list[ImportRequest] = field(default_factory=list)  # models to import, after the configs
-    force: bool = False  # train the configs anew even where the store has their runs (`peftviz.sweep`)
+    force: bool = False  # train the configs anew even where the store has their runs (`peftviz.sweep.plan`)
     id: int = field(default_factory=lambda: next(_ids))
     status: str = "waiting"  # waiting, running, done, failed, cancelled
     error: str = ""
@@ -82,7 +82,7 @@ class Job:
         return self.status in ("waiting", "running")
 
     def trains_the_same(self, other: Job) -> bool:
-        """Whether both jobs train the same configurations (group key and seed, as `peftviz.sweep` knows them)
+        """Whether both jobs train the same configurations (group key and seed, as `peftviz.sweep.plan` knows them)
         into one store, both forced or neither."""
         same_runs = _sweep_keys(self.configs) == _sweep_keys(other.configs)
         return same_runs and (self.runs_dir, self.force) == (other.runs_dir, other.force)
@@ -304,7 +304,7 @@ def _sweep_keys(configs: list[TrainConfig]) -> set[tuple[str, int]]:
 
 
 def train_in_process(job: Job) -> list[Run]:
-    """Train a job's runs in a child process (`peftviz.worker`), stoppable by `JobQueue.cancel`."""
+    """Train a job's runs in a child process (`peftviz.app.worker`), stoppable by `JobQueue.cancel`."""
 
     def stoppable(stop) -> None:
         job.stop = stop

@@ -1,0 +1,420 @@
+"""Command line: python -m peftviz {train, compare, alpha-grid, runs, report, import, export}.
+
+    python -m peftviz train --method prefix-propagation --dataset bbc-news --preset quick
+    python -m peftviz compare --preset quick [--methods all]
+    python -m peftviz alpha-grid --preset quick
+    python -m peftviz runs
+    python -m peftviz report --metric ece   # ECE of each run or group, its interval, the significant differences
+    python -m peftviz import ./my-lora-adapter --dataset bbc-news   # a peft adapter or HF classifier, evaluated
+    python -m peftviz export RUN ./exported   # a run as a peft adapter (or peftviz's own folder)
+    accelerate launch --multi_gpu --num_processes 2 -m peftviz train ...   # data-parallel (engine.py)
+Every TrainConfig field has a flag (--learning-rate 1e-3, --epochs 5, ...); method options are
+given as --option name=value. Errors end in one line naming the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import fields
+from pathlib import Path
+
+from peftviz.analysis.run_labels import run_row
+from peftviz.calibration.estimators import DEFAULT_METRICS, ESTIMATORS
+from peftviz.errors import ConfigError, PeftvizError, RunError
+from peftviz.files import atomic_write
+from peftviz.methods import DEFAULT_METHOD, METHODS
+from peftviz.paths import reports_dir, store_dir
+from peftviz.store.runs import Run, group_runs, list_runs, load_run
+from peftviz.sweep.plan import ENGINES, RayOptions, run_sweep
+from peftviz.tables import format_table
+from peftviz.training.config import (
+    METHOD_SETS,
+    PRESETS,
+    TrainConfig,
+    alpha_grid,
+    comparison,
+    comparison_methods,
+    over_seeds,
+    parse_seeds,
+    preset_config,
+)
+
+# settings that are not plain flags: the method has its own flag, and options come as --option
+NOT_FLAGS = {"method", "method_options"}
+SWEEP_WORDS = (("train", "new"), ("resume", "resumed"), ("skip", "already complete"))
+TRAIN_ONE_WORDS = {
+    "skip": "run {run} already holds these settings and seed, complete: nothing trained (--force trains a repeat)",
+    "resume": "resumed run {run}, which had stopped",
+    "train": "new run {run}",
+}
+MAX_FAILED_STATUS = 100  # a sweep's exit status is the number of runs that failed, up to this
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.exit(2, f"peftviz: error: {message}\n")
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    _add_setting_flags(parser, [f.name for f in fields(TrainConfig) if f.name not in NOT_FLAGS])
+    parser.add_argument(
+        "--seeds", type=_seeds_flag, default=None, metavar="SEEDS",
+        help="train at several training seeds: a count (3 = seeds 0, 1, 2) or a list (0,1,2); the data split "
+        "stays fixed (--data-seed), so the runs form groups and compare paired",
+    )  # fmt: skip
+    parser.add_argument("--preset", choices=list(PRESETS), default="quick", help="starting values (default: quick)")
+    parser.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
+    _add_sweep_flags(parser)
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser, names: list[str]) -> None:
+    """A flag for each of these TrainConfig fields, typed and with its help (default None: not given)."""
+    help_text, types, choices = TrainConfig.help(), TrainConfig.types(), TrainConfig.choices()
+    for f in fields(TrainConfig):
+        if f.name not in names:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if types[f.name] is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text[f.name])
+        elif f.name in choices:
+            parser.add_argument(flag, choices=choices[f.name], default=None, help=help_text[f.name])
+        else:
+            parser.add_argument(flag, type=types[f.name], default=None, metavar=f.name.upper(), help=help_text[f.name])
+
+
+def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
+    sweep = parser.add_argument_group("sweeps (compare, alpha-grid, train --seeds)")
+    sweep.add_argument("--engine", choices=ENGINES, default="local",
+                       help="local: the runs one after another here (default); ray: each run a Ray task")  # fmt: skip
+    sweep.add_argument("--address", default=None, metavar="ADDRESS",
+                       help="with --engine ray: auto or ray://host:port joins a running cluster (default: Ray starts "
+                       "on this machine)")  # fmt: skip
+    sweep.add_argument("--cpus-per-run", type=float, default=1.0, metavar="N", help="with --engine ray (default: 1)")
+    sweep.add_argument("--gpus-per-run", type=float, default=None, metavar="N",
+                       help="with --engine ray (default: 1 where the cluster has GPUs, else 0)")  # fmt: skip
+    sweep.add_argument("--retries", type=int, default=3, metavar="N",
+                       help="with --engine ray: tries again when a run's worker process dies (default: 3)")  # fmt: skip
+    sweep.add_argument("--force", action="store_true",
+                       help="train every configuration anew, each marked as a repeat where the store has a run of "
+                       "its settings and seed; without it, train, compare and alpha-grid skip a configuration with "
+                       "a complete run in the store and resume a stopped one")  # fmt: skip
+
+
+def _seeds_flag(text: str) -> list[int]:
+    try:
+        return parse_seeds(text)
+    except ValueError as err:  # argparse shows an ArgumentTypeError's own message
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _methods_flag(text: str) -> str:
+    if text in METHOD_SETS:
+        return text
+    unknown = [name for name in text.split(",") if name not in METHODS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown method(s) {', '.join(unknown)}; choose paper, all or of {', '.join(METHODS)}"
+        )
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="python -m peftviz", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    train = commands.add_parser("train", help="train one method")
+    train.add_argument("--method", choices=list(METHODS), default=DEFAULT_METHOD)
+    train.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a method option")
+    train.add_argument(
+        "--resume", metavar="RUN", default=None,
+        help="continue a killed run from its last finished epoch, with its own settings: its folder name in "
+        "--runs-dir, or its path",
+    )  # fmt: skip
+    _add_config_flags(train)
+    compare = commands.add_parser("compare", help="train every method in turn on the same data and split")
+    compare.add_argument(
+        "--methods", type=_methods_flag, default="paper", metavar="METHODS",
+        help="paper (the papers' methods, default), all (with the baselines: LoRA, IA3, prompt tuning, BitFit, "
+        f"Houlsby adapters), or a comma-separated list of: {', '.join(METHODS)}",
+    )  # fmt: skip
+    _add_config_flags(compare)
+    grid = commands.add_parser(
+        "alpha-grid", help="train the kernel form (Li et al. 2023, eq. 3) at each α of the paper's grid"
+    )
+    grid.add_argument("--alphas", type=float, nargs="+", default=None, help="α values (default: the paper's grid)")
+    _add_config_flags(grid)
+    runs = commands.add_parser("runs", help="list the run store and its groups of seeds")
+    runs.add_argument("--runs-dir", type=Path, default=store_dir())
+    _add_report_parser(commands)
+    _add_exchange_parsers(commands)
+    return parser
+
+
+IMPORT_SETTINGS = ["dataset", "limit", "max_length", "data_seed", "seed", "batch_size", "ece_bins", "label", "device"]
+
+
+def _add_exchange_parsers(commands) -> None:
+    imported = commands.add_parser(
+        "import", help="evaluate a model trained elsewhere (a peft adapter, a Hugging Face classifier folder, a "
+        "peftviz export) on a dataset and store it as a run",
+    )  # fmt: skip
+    imported.add_argument("source", metavar="SOURCE", help="a folder or a Hugging Face hub id")
+    imported.add_argument("--model", default=None, metavar="BASE",
+                          help="the base an adapter goes on (default: its base_model_name_or_path)")  # fmt: skip
+    _add_setting_flags(imported, IMPORT_SETTINGS)
+    imported.add_argument("--preset", choices=list(PRESETS), default="quick",
+                          help="data settings (limit, max_length, batch size; default: quick); a peftviz export "
+                          "defaults to its run's")  # fmt: skip
+    imported.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
+    exported = commands.add_parser(
+        "export", help="write a run as a Hugging Face peft adapter (LoRA, IA3, prefix and prompt tuning) or, for "
+        "peftviz's own methods, as safetensors + settings; both with a model card",
+    )  # fmt: skip
+    exported.add_argument("run", metavar="RUN", help="its folder name in --runs-dir, or its path")
+    exported.add_argument("folder", metavar="DIR", type=Path, help="a new folder to write")
+    exported.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
+
+
+def run_folder(text: str, runs_dir: Path) -> Path:
+    """A run named on the command line: its path, or its folder name in the store."""
+    folder = Path(text) if os.sep in text or text in (".", "..") else runs_dir / text
+    if not folder.is_dir():
+        raise RunError(f"no run folder {folder}")
+    return folder
+
+
+def import_command(args: argparse.Namespace) -> int:
+    from peftviz.exchange.imports import import_model  # torch, transformers and peft load here
+    from peftviz.exchange.request import ImportRequest
+
+    settings = {name: getattr(args, name) for name in IMPORT_SETTINGS if getattr(args, name) is not None}
+    run = import_model(ImportRequest(args.source, settings, args.preset, args.model), args.runs_dir)
+    print(format_table([comparison_row(run)]))
+    imported = run.imported
+    print(f"\nimported {args.source} ({imported['kind']}, labels matched {imported['labels']}) as run {run.name} "
+          f"in {args.runs_dir}")  # fmt: skip
+    return 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    from peftviz.exchange.export import export_run  # torch, transformers and peft load here
+
+    run = load_run(run_folder(args.run, args.runs_dir))
+    folder = export_run(run, args.folder)
+    kind = "a Hugging Face peft adapter" if (folder / "adapter_config.json").is_file() else "peftviz's own format"
+    print(f"exported run {run.name} ({run.label}) to {folder}, as {kind}, with a model card (README.md)")
+    return 0
+
+
+EXCHANGE_COMMANDS = {"import": import_command, "export": export_command}
+
+
+def _add_report_parser(commands) -> None:
+    report = commands.add_parser(
+        "report", help="compare runs or groups: each metric's mean and interval, and which differences are significant"
+    )
+    report.add_argument("units", nargs="*", metavar="RUN_OR_GROUP",
+                        help="run folder names, group keys or method labels (default: every group of the store's "
+                        "most common data split)")  # fmt: skip
+    report.add_argument("--metric", action="append", default=None, choices=list(ESTIMATORS), dest="metrics",
+                        help=f"a metric to report; repeat for several (default: {', '.join(DEFAULT_METRICS)})")  # fmt: skip
+    report.add_argument("--epoch", type=int, default=None,
+                        help="judge that epoch's validation predictions (default: the best epoch's test predictions)")  # fmt: skip
+    report.add_argument("--bins", type=int, default=10, help="bins of the binned estimators (default: 10)")
+    report.add_argument("--scheme", choices=["width", "mass"], default="width", help="equal-width or equal-mass bins")
+    report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
+    report.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
+    report.add_argument("--group-interval", choices=["bootstrap", "t"], default="bootstrap",
+                        help="groups of seeds: two-level bootstrap over seeds and test examples (default), or the "
+                        "t-interval over seeds, which leaves out the test set's noise")  # fmt: skip
+    report.add_argument("--csv", type=Path, default=None, metavar="PREFIX",
+                        help=f"write PREFIX-summary.csv and PREFIX-pairs.csv (default: {reports_dir()}/report-<time>)")  # fmt: skip
+    report.add_argument("--runs-dir", type=Path, default=store_dir())
+
+
+def report(args: argparse.Namespace) -> int:
+    from peftviz.analysis import comparison as cmp  # numpy, pandas and scipy; no torch
+
+    settings = cmp.Settings("test" if args.epoch is None else args.epoch, args.bins, args.scheme, args.resamples,
+                            args.bootstrap_seed, group_interval=args.group_interval)  # fmt: skip
+    units = cmp.select_units(list_runs(args.runs_dir), args.units)
+    result = cmp.compare_groups(units, settings, args.metrics)
+    print(cmp.markdown(result))
+    prefix = args.csv or reports_dir() / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
+    for name, table in (("summary", result.summary), ("pairs", result.pairs)):
+        path = Path(f"{prefix}-{name}.csv")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda tmp, table=table: table.to_csv(tmp, index=False))
+        print(f"wrote {path}")
+    return 0
+
+
+def resume(args: argparse.Namespace) -> int:
+    """`train --resume RUN`: the run continues with its own settings, so other settings are refused."""
+    given = sorted(_overrides(args)) + (["--option"] if args.option else []) + (["--seeds"] if args.seeds else [])
+    if given:
+        raise ConfigError(f"--resume continues a run with its own settings; drop {', '.join(given)}")
+    folder = run_folder(args.resume, args.runs_dir)
+    from peftviz.training.progress import TerminalProgress
+    from peftviz.training.trainer import resume as resume_run  # torch and transformers load here
+
+    run = resume_run(load_run(folder), TerminalProgress())
+    print(format_table([comparison_row(run)]))
+    print(f"\nresumed {run.name}: {run.status}, {run.epochs_done}/{run.config.epochs} epochs, in {folder.parent}")
+    return 0
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    names = {f.name for f in fields(TrainConfig)} - NOT_FLAGS
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def parse_method_options(method: str, pairs: list[str]) -> dict:
+    """["prefix_length=16", ...] -> {"prefix_length": 16}, typed by the method's config fields."""
+    types = METHODS[method].config_class.types()
+    options = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--option {pair!r} is not NAME=VALUE")
+        if name not in types:
+            raise ValueError(f"{method} has no option {name!r}; options: {', '.join(types) or 'none'}")
+        parse = types[name]
+        if parse is bool:
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(f"option {name} takes true or false, not {text!r}")
+            options[name] = text.lower() in ("true", "1")
+        else:
+            try:
+                options[name] = parse(text)
+            except ValueError:
+                raise ValueError(f"option {name} takes a {parse.__name__}, not {text!r}") from None
+    return options
+
+
+def comparison_row(run: Run) -> dict:
+    best, summary = run.best_metrics, run.summary
+    averaged = summary.get("averaged", {}).get("validation", {})
+    params = run.parameters
+    return {
+        "method": run.label,
+        "seed": run.seed,
+        "method params": params["method"],
+        "trainable params": params["trainable"],
+        "trainable %": 100 * params["trainable"] / params["total"],
+        "best epoch": run.best_epoch,
+        "val accuracy": best.get("accuracy"),
+        "val ECE": best.get("ece"),
+        "averaged val accuracy": averaged.get("accuracy"),
+        "averaged val ECE": averaged.get("ece"),
+        "test accuracy": summary.get("test", {}).get("accuracy"),
+        "test ECE": summary.get("test", {}).get("ece"),
+        "minutes": sum(m["seconds"] for m in run.metrics) / 60,
+    }
+
+
+def keep_freed_memory() -> None:
+    """Let glibc keep the memory a training step frees for the next step, instead of returning it to
+    the system and faulting it in again: fine-tuning MiniLM took ~100,000 minor page faults a step
+    with glibc's defaults and a few hundred with these, and its step got 8-15% faster on 2 CPU cores
+    (benchmarks/profile_training.py). Peak memory is unchanged. Only for the command line's training
+    process, not the app's server; nothing where the C library is not glibc."""
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return
+    M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's malloc.h
+    mallopt(M_MMAP_THRESHOLD, 1 << 30)  # blocks under 1 GiB from the heap, not from fresh mappings
+    mallopt(M_TRIM_THRESHOLD, 1 << 40)  # never give the heap's top back between steps
+    mallopt(M_TOP_PAD, 64 << 20)
+
+
+def _sweep_configs(args: argparse.Namespace) -> list[TrainConfig]:
+    overrides = _overrides(args)
+    if args.seeds is not None and "seed" in overrides:
+        raise ValueError("give either --seed or --seeds, not both")
+    if args.command == "train":
+        overrides["method_options"] = parse_method_options(args.method, args.option)
+        configs = [preset_config(args.preset, args.method, **overrides)]
+    elif args.command == "compare":
+        configs = comparison(args.preset, comparison_methods(args.methods), **overrides)
+    else:
+        configs = alpha_grid(args.preset, tuple(args.alphas) if args.alphas else None, **overrides)
+    return over_seeds(configs, args.seeds)
+
+
+def _train_one(config: TrainConfig, args: argparse.Namespace, is_main_process) -> int:
+    """One run, as a sweep of one (`peftviz.sweep.plan`): skipped where the store has it complete, resumed where it
+    was stopped, unless --force; errors raise (one line, from `main`)."""
+    from peftviz.sweep.plan import execute, plan
+    from peftviz.training.progress import TerminalProgress
+
+    if args.engine != "local":
+        raise ConfigError("--engine ray spreads a sweep: give --seeds, or use compare or alpha-grid")
+    started = time.perf_counter()
+    (item,) = plan([config], args.runs_dir, args.force)
+    run = execute(item, args.runs_dir, [], "local", TerminalProgress())  # torch and transformers load here
+    if is_main_process():
+        print(format_table([comparison_row(run)]))
+        print(f"\n1 run(s) in {(time.perf_counter() - started) / 60:.1f} minutes, stored in {args.runs_dir}")
+        repeat = f", a repeat of run {item.repeat_of}: not counted as a seed" if item.repeat_of else ""
+        print(TRAIN_ONE_WORDS[item.action].format(run=run.name) + repeat)
+    return 0
+
+
+def _sweep_summary(outcomes: list, minutes: float, runs_dir: Path) -> int:
+    """The table of the sweep's runs, what failed with its error; the exit status is the number that failed."""
+    runs = [outcome.run for outcome in outcomes if outcome.run is not None and outcome.run.metrics]
+    print(format_table([comparison_row(run) for run in runs]))
+    failed = [outcome for outcome in outcomes if outcome.failed]
+    for outcome in failed:
+        print(f"failed: {outcome.planned.config.run_title}: {outcome.error}", file=sys.stderr)
+    actions = Counter(outcome.planned.action for outcome in outcomes)
+    done = ", ".join(f"{actions[a]} {word}" for a, word in SWEEP_WORDS if actions[a])
+    print(f"\n{len(outcomes)} run(s) ({done}) in {minutes:.1f} minutes, {len(failed)} failed, stored in {runs_dir}")
+    return min(len(failed), MAX_FAILED_STATUS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from peftviz.training.progress import TerminalProgress, TerminalSweep  # after parsing: --help stays fast
+
+    try:
+        if args.command == "runs":
+            runs = list_runs(args.runs_dir)
+            print(format_table([run_row(run) for run in runs]))
+            from peftviz.analysis.comparison import group_row  # numpy and pandas; no torch
+
+            print("\nGroups (runs that differ only in the training seed), test numbers as `report` gives them:\n")
+            print(format_table([group_row(group) for group in group_runs(runs)]))
+            return 0
+        if args.command == "report":
+            return report(args)
+        if args.command in EXCHANGE_COMMANDS:
+            return EXCHANGE_COMMANDS[args.command](args)
+        if getattr(args, "resume", None):
+            return resume(args)
+        from peftviz.training.engine import is_main_process
+
+        keep_freed_memory()
+        configs = _sweep_configs(args)
+        if args.command == "train" and not args.seeds:  # one run: its own table and errors
+            return _train_one(configs[0], args, is_main_process)
+        started = time.perf_counter()
+        bar = TerminalSweep()
+        ray_options = RayOptions(args.address, args.cpus_per_run, args.gpus_per_run, args.retries)
+        outcomes = run_sweep(configs, args.runs_dir, args.engine, args.force, ray_options, bar, TerminalProgress())
+        bar.close()
+        if is_main_process():  # under `accelerate launch`, one table, not one per process
+            return _sweep_summary(outcomes, (time.perf_counter() - started) / 60, args.runs_dir)
+        return 0
+    except KeyboardInterrupt:
+        print("\ninterrupted: the current run is kept and lists as incomplete", file=sys.stderr)
+        return 130
+    except (PeftvizError, ValueError, OSError) as err:  # bad settings, data, models, runs; a stopped training
+        print(f"peftviz: error: {err}".splitlines()[0], file=sys.stderr)
+        return 1
