@@ -9,7 +9,7 @@ Measures, in one fresh process:
   redone; median of --repeats;
 - sst2 with the hub offline and empty caches (HF_HOME in a temporary folder): how long load_data takes
   to give up with its one-line DataError instead of waiting on the network.
-tests/test_data.py checks what these do (a later load does not read the corpus again; the offline
+tests/data/test_data.py checks what these do (a later load does not read the corpus again; the offline
 failure is one DataError); this script says how long they take. Prints markdown; asserts nothing.
 """
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-# as tests/test_browser.py: the closed network refuses Chromium's background connections
+# as tests/browser/test_browser.py: the closed network refuses Chromium's background connections
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 PAGES = {  # page -> (its path, what shows it has drawn)

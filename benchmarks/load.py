@@ -16,7 +16,7 @@ same time, each page by its URL (a new Streamlit session, as a reader following 
 - by default, N browser contexts (separate cookies: separate visitors) in Debian's chromium
   (Playwright). A page counts as loaded when Streamlit says its script has finished (the status
   widget is not running, no element is stale) and plotly has laid out its figures (as
-  tests/test_browser.py's `settle`); the time is from the navigation to that moment. Errors:
+  tests/browser/test_browser.py's `settle`); the time is from the navigation to that moment. Errors:
   Streamlit exception boxes and st.error elements, uncaught page errors and console errors, pages
   that never loaded (--timeout). The browsers run on this machine too: on a small one they, not the
   server, are the bottleneck (see the browser CPU column), where a reading group's laptops each bring
@@ -53,7 +53,7 @@ from playwright.async_api import Error as PlaywrightError
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: the project's tests/ holds the server starter
-from tests.live_server import CHROMIUM, CHROMIUM_ARGS, streamlit_server
+from tests.support.live_server import CHROMIUM, CHROMIUM_ARGS, streamlit_server
 
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 # page -> (its path, how many plotly charts it draws at least, a selector that must be present)

@@ -5,7 +5,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest
 
-from tests.helpers import BERT_FAMILIES, FAMILIES
+from tests.support.helpers import BERT_FAMILIES, FAMILIES
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +77,9 @@ def app_seeds_store(seeds_store, monkeypatch):
 
 @pytest.fixture(scope="session")
 def mixed_store(tmp_path_factory):
-    """Single runs, groups of 2 and 3 seeds, an imported run, two datasets and two models (`tests.mixed_store`;
+    """Single runs, groups of 2 and 3 seeds, an imported run, two datasets and two models (`tests.support.mixed_store`;
     about 15 s). Read-only for tests: copy it before changing it."""
-    from tests.mixed_store import build
+    from tests.support.mixed_store import build
 
     return build(tmp_path_factory.mktemp("mixed_store"), tmp_path_factory.mktemp("mixed_scratch"))
 
@@ -93,9 +93,9 @@ def app_mixed_store(mixed_store, monkeypatch):
 
 @pytest.fixture(scope="session")
 def newcomer_walk(tmp_path_factory):
-    """The newcomer's path of issue 32 walked once (`tests.newcomer_path`): the Train page with a double click,
+    """The newcomer's path of issue 32 walked once (`tests.support.newcomer_path`): the Train page with a double click,
     `compare --seeds 2`, export and import, `report`; what each step left. Read-only for tests."""
-    from tests.newcomer_path import walk
+    from tests.support.newcomer_path import walk
 
     return walk(tmp_path_factory.mktemp("newcomer") / "runs", tmp_path_factory.mktemp("newcomer_scratch"))
 

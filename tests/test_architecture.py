@@ -187,7 +187,10 @@ def test_the_layers_hold():
             {"peftviz/store/y.py": "def f():\n    from streamlit import cache_data\n"},
             "peftviz/store/y.py imports streamlit",
         ),
-        ({"peftviz/figures/z.py": "from peftviz.training import trainer\n"}, "peftviz.figures.z -> peftviz.training.trainer"),
+        (
+            {"peftviz/figures/z.py": "from peftviz.training import trainer\n"},
+            "peftviz.figures.z -> peftviz.training.trainer",
+        ),
         (
             {
                 "peftviz/analysis/a.py": "from peftviz import helper\n",

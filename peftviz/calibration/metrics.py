@@ -39,7 +39,7 @@ matches to 1e-12 on ordinary multi-class data. It differs on edge cases: its bin
 left-closed [b/n, (b+1)/n) (np.histogramdd), so a confidence exactly on an inner edge lands
 one bin higher; with <= 2 distinct labels it switches to binary mode (RuntimeError for C > 2,
 positive-class p[:, 1] instead of top-label confidence for C = 2); and it clips confidences
-to [eps, 1 - eps]. ``tests/test_calibration.py`` pins both the agreement and the differences.
+to [eps, 1 - eps]. ``tests/calibration/test_calibration.py`` pins both the agreement and the differences.
 
 Example
 -------

@@ -38,7 +38,7 @@ the p-value is the shifted bootstrap's, as for two runs. A group of one seed is 
 zeros and m* is that run's example bootstrap, so one code path serves runs and groups.
 Owen shows the pigeonhole bootstrap is mildly conservative (it counts the seed × example
 interaction twice); with few seeds the seed part is too narrow (a bootstrap of S values has
-variance (S-1)/S of the sample's). tests/test_stats.py measures the coverage on simulated data
+variance (S-1)/S of the sample's). tests/calibration/test_stats.py measures the coverage on simulated data
 with a known truth; docs/statistics.md gives the numbers.
 
 Probability of improvement (Agarwal et al., NeurIPS 2021, `rliable`): P(A better than B) =
@@ -224,7 +224,7 @@ def paired_bootstrap_from_samples(
     estimators such as two ECEs on the same examples the biases largely cancel. The percentile interval
     and p < 1 - level can disagree near the boundary (different tails).
 
-    Known limit (tests/test_stats.py): ECE sums |gap_b|, which is not smooth where a bin's gap is near 0.
+    Known limit (tests/calibration/test_stats.py): ECE sums |gap_b|, which is not smooth where a bin's gap is near 0.
     There the bootstrap overstates the spread of Δ̂ and the test is conservative: with n = 500 and runs
     near calibration about 1-1.5% of same-distribution pairs reach p < 0.05, against ~3% for clearly
     overconfident runs and ~5% for accuracy, or at n = 5000.

@@ -4,7 +4,7 @@ column left 20 px per cell, and "0.137" at 9 px is 20 px wide, so every row prin
 plotly draws a heatmap's cell texts at a fixed size whatever the cell's width, so the figure decides
 when it is built, for the width it is drawn at (`width_px`, in a 1280-pixel window): the widest
 format of FORMATS whose text fits every cell, or none. The hover shows every value either way.
-The browser figure audit (tests/figure_audit.py) checks the result as drawn: no two texts overlap.
+The browser figure audit (tests/support/figure_audit.py) checks the result as drawn: no two texts overlap.
 """
 
 from __future__ import annotations

@@ -1,0 +1,238 @@
+"""The Home and Train pages, with Streamlit's AppTest."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from peftviz import METHODS
+from peftviz.app import jobpanel
+from tests.support.job_helpers import fake_queue, wait_until_idle
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def open_page(path: str) -> AppTest:
+    return AppTest.from_file(str(ROOT / path), default_timeout=60).run()
+
+
+def test_home_lists_the_runs_of_the_store(app_store):
+    at = open_page("pages/0_home.py")
+    assert not at.exception and not at.error
+    table = at.dataframe[0].value
+    assert len(table) == 9 and set(table["status"]) == {"complete"}
+    assert {"prefix-propagation", "tiny-attention 4H averaged", "kernel α=0.01"} <= set(table["method"])
+    assert table["trainable %"].between(0, 100).all()
+
+
+def test_home_describes_every_method(empty_store):
+    at = open_page("pages/0_home.py")
+    table = at.dataframe[0].value
+    assert list(table["method"]) == list(METHODS)
+    assert table.loc[table["method"] == "prefix-propagation", "options"].item().startswith("prefix_length=8")
+
+
+def test_home_on_an_empty_store_offers_the_quick_comparison(empty_store):
+    at = open_page("pages/0_home.py")
+    assert not at.exception
+    assert "No runs" in at.info[0].value
+    assert at.button[0].label == "Train the quick comparison"
+
+
+def test_home_marks_corrupt_and_incomplete_runs(app_store, tmp_path, monkeypatch):
+    import shutil
+
+    store = tmp_path / "runs"
+    shutil.copytree(app_store, store)
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(store))
+    (store / "zz-corrupt").mkdir()
+    (store / "zz-corrupt" / "config.json").write_text("{oops")
+    incomplete = next(store.glob("prefix-tuning-*"))
+    (incomplete / "summary.json").unlink()
+    at = open_page("pages/0_home.py")
+    assert not at.exception
+    status = dict(zip(at.dataframe[0].value["run"], at.dataframe[0].value["status"]))
+    assert status["zz-corrupt"].startswith("corrupt: config.json: is not JSON")
+    assert status[incomplete.name] == "incomplete"
+
+
+def test_train_page_shows_bad_input_in_one_sentence(empty_store, tmp_path):
+    at = open_page("pages/1_Train.py")
+    assert not at.exception
+    at.radio[0].set_value("local path").run()
+    at.text_input[0].set_value(str(tmp_path / "missing.csv")).run()
+    at.button[0].click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and "does not exist" in at.error[0].value and "\n" not in at.error[0].value
+
+
+def test_train_page_trains_a_smoke_run_in_the_background(empty_store):
+    at = open_page("pages/1_Train.py")
+    at.selectbox[0].set_value("smoke").run()  # preset
+    at.selectbox[1].set_value("prefix-tuning").run()  # method
+    assert at.text_input[0].value == "tiny-bert"
+    assert any(n.label == "prefix_length" and n.value == 8 for n in at.number_input)  # method options form
+    at.button[0].click().run()
+    assert not at.exception and not at.error
+    queue = jobpanel.job_queue()
+    wait_until_idle(queue)
+    job = queue.jobs[-1]
+    assert job.status == "done", job.error
+    (run,) = job.runs
+    assert run.status == "complete" and run.config.method == "prefix-tuning" and run.path.parent == empty_store
+
+
+def test_home_lists_groups_of_seeds_with_their_mean_and_interval(app_seeds_store):
+    from peftviz.store.runs import group_runs, list_runs
+    from tests.support.helpers import seed_values_and_draws, two_level_by_hand
+
+    at = open_page("pages/0_home.py")
+    assert not at.exception and not at.error
+    runs_table, groups_table = at.dataframe[0].value, at.dataframe[1].value
+    assert len(runs_table) == 12 and sorted(set(runs_table["seed"])) == [0, 1]
+    assert len(groups_table) == 6 and set(groups_table["seeds"]) == {"0,1"}
+    group = next(g for g in group_runs(list_runs()) if g.label == "prefix-tuning")
+    row = groups_table[groups_table["group"] == group.key].iloc[0]
+    for column, metric in (("test accuracy", "accuracy"), ("test ECE", "ece")):  # report's two-level bootstrap
+        values, draws = seed_values_and_draws(group.runs, metric, "test", n_resamples=1000)
+        low, high = np.quantile(two_level_by_hand(draws), [0.025, 0.975])
+        mean = values.mean()
+        assert row[column] == f"{mean:.4f} [{min(low, mean):.4f}, {max(high, mean):.4f}]", column
+
+
+def test_home_trains_the_quick_comparison_at_the_chosen_number_of_seeds(empty_store, monkeypatch):
+    queue = fake_queue(monkeypatch)
+    at = open_page("pages/0_home.py")
+    at.number_input[0].set_value(3).run()
+    at.button[0].click().run()
+    assert not at.exception
+    (configs,) = [job.configs for job in queue.jobs]
+    assert len(configs) == 18 and [c.seed for c in configs] == [0] * 6 + [1] * 6 + [2] * 6
+    assert {c.data_seed for c in configs} == {0}
+
+
+def test_train_page_trains_one_run_per_seed(empty_store, monkeypatch):
+    queue = fake_queue(monkeypatch)
+    at = open_page("pages/1_Train.py")
+    at.selectbox[0].set_value("smoke").run()
+    next(n for n in at.number_input if n.label == "First training seed").set_value(4).run()
+    next(n for n in at.number_input if n.label == "Number of seeds").set_value(2).run()
+    at.button[0].click().run()
+    assert not at.exception and not at.error
+    (configs,) = [job.configs for job in queue.jobs]
+    assert [c.seed for c in configs] == [4, 5] and {c.data_seed for c in configs} == {0}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 trains where CUDA is")
+def test_train_page_refuses_fp16_on_a_cpu_in_one_sentence(empty_store, monkeypatch):
+    queue = fake_queue(monkeypatch)
+    at = open_page("pages/1_Train.py")
+    at.selectbox[0].set_value("smoke").run()
+    next(box for box in at.selectbox if box.label == "Precision").set_value("fp16").run()
+    at.button[0].click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and "fp16 needs a CUDA GPU" in at.error[0].value and "\n" not in at.error[0].value
+    assert not queue.jobs
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, 1000.0])
+def test_a_refused_learning_rate_blocks_train_with_one_sentence(empty_store, monkeypatch, value):
+    queue = fake_queue(monkeypatch)
+    at = open_page("pages/1_Train.py")
+    at.selectbox[0].set_value("smoke").run()
+    next(n for n in at.number_input if n.label == "Learning rate").set_value(value).run()
+    at.button[0].click().run()
+    assert not at.exception and not queue.jobs
+    (error,) = at.error
+    assert error.value.startswith(f"learning_rate must be in (0, 10], not {value:g}") and "\n" not in error.value
+
+
+def test_home_tells_a_run_in_training_from_a_stopped_one(app_store, tmp_path, monkeypatch):
+    import shutil
+
+    from peftviz.store.writer import WriterLock
+
+    store = tmp_path / "runs"
+    shutil.copytree(app_store, store)
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(store))
+    live, stopped = sorted(store.glob("prefix-*"))[:2]
+    for run in (live, stopped):
+        (run / "summary.json").unlink()
+    lock = WriterLock(live)  # this process writes `live`, as a training job would
+    try:
+        at = open_page("pages/0_home.py")
+        status = dict(zip(at.dataframe[0].value["run"], at.dataframe[0].value["status"]))
+        caption = at.caption[0].value
+    finally:
+        lock.release()
+    assert (status[live.name], status[stopped.name]) == ("training", "incomplete")
+    assert "Training runs are being written now" in caption and "Incomplete runs were stopped" in caption
+
+
+def test_home_times_the_quick_comparison_honestly(app_store):
+    at = open_page("pages/0_home.py")
+    text = next(m.value for m in at.markdown if "runs on the offline MiniLM" in m.value)
+    assert (
+        "no quick run has finished in this store" in text
+        and "2 CPU cores (the quick comparison in docs/results.md)" in text
+    )
+
+
+def finished_job(monkeypatch, owner: str, origin: str = ""):
+    """A job of `owner` that has finished (training faked); this page's visitor is "me"."""
+    from peftviz.training.config import comparison
+
+    queue = fake_queue(monkeypatch)
+    job = queue.submit(comparison("smoke")[:1], Path("."), owner=owner, origin=origin)
+    wait_until_idle(queue)
+    return job
+
+
+def test_a_finished_job_shows_only_on_the_page_that_started_it(empty_store, monkeypatch):
+    job = finished_job(monkeypatch, "me", origin="another page")
+    assert not open_page("pages/1_Train.py").get("progress")
+    job.origin = ""  # a job that names no page shows wherever a panel is
+    assert open_page("pages/1_Train.py").get("progress")
+
+
+def test_a_finished_job_shows_only_to_the_visitor_who_started_it(empty_store, monkeypatch):
+    """A new tab's refused Train showed the previous visitor's finished job under its error, as if it had run."""
+    job = finished_job(monkeypatch, "another visitor")
+    at = open_page("pages/1_Train.py")
+    next(n for n in at.number_input if n.label == "Learning rate").set_value(-1.0).run()
+    at.button[0].click().run()
+    assert "learning_rate" in at.error[0].value and not at.get("progress")  # refused, and no one else's job
+    job.owner = "me"
+    assert open_page("pages/1_Train.py").get("progress")
+
+
+def test_progress_bars_say_the_time_taken_and_left():
+    """The estimates themselves, on a fake clock: tests/training/test_progress_estimates.py."""
+    from peftviz.app.jobs import Job, clock
+    from peftviz.training.config import comparison
+    from peftviz.training.progress import Progress
+
+    assert (clock(65), clock(3725)) == ("1:05", "1:02:05")
+    job = Job(comparison("smoke")[:1], Path("."))
+    name = job.names[0]
+    assert job.timing(name) == ""
+    assert job.timing() == ""  # waiting: nothing to time yet
+    job.status, job.started = "running", 100.0
+    job.record(Progress(name, "train", 1, 2, 5, 10), now=100.0)
+    assert job.timing(name, now=101.0) == "0:01 elapsed, estimating…" and "elapsed" in job.timing(now=101.0)
+
+
+def test_home_can_train_the_comparison_on_ray_and_a_shared_server_cannot(empty_store, monkeypatch):
+    queue = fake_queue(monkeypatch)
+    at = open_page("pages/0_home.py")
+    choice = next(radio for radio in at.radio if radio.label == "Train on")
+    assert choice.value == "local" and choice.options == list(jobpanel.ENGINE_LABELS.values())
+    choice.set_value("ray").run()
+    at.button[0].click().run()
+    wait_until_idle(queue)
+    assert [job.engine for job in queue.jobs] == ["ray"]
+    monkeypatch.setenv("PEFTVIZ_SHARED", "1")
+    shared = open_page("pages/0_home.py")
+    assert [radio.label for radio in shared.radio if radio.label == "Train on"] == []
