@@ -42,7 +42,6 @@ def main() -> None:
     store = Path(tempfile.mkdtemp(prefix="attention-memory-"))
     shutil.copytree(args.run, store / args.run.name)
     os.environ["PEFTVIZ_RUNS"] = str(store)
-    sys.path.insert(0, str(ROOT))
 
     from streamlit.testing.v1 import AppTest
 

@@ -22,11 +22,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from peftviz import build_classifier, load_encoder
 from peftviz.training.inference import pick_device

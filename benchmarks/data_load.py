@@ -19,9 +19,6 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def seconds(action) -> float:
@@ -38,7 +35,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as home:
         # read when datasets and huggingface_hub are imported: set them before peftviz.data.loading imports those
         os.environ.update(HF_HOME=home, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-        from peftviz.data.loading import BUILTIN, load_data
+        from peftviz.data.builtin import BUILTIN
+        from peftviz.data.loading import load_data
         from peftviz.errors import DataError
 
         def offline_hub() -> None:
@@ -59,5 +57,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     main()

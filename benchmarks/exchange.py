@@ -35,9 +35,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from peftviz.data.loading import load_data
 from peftviz.exchange.export import export_run
 from peftviz.exchange.imports import SPLITS, import_model

@@ -112,7 +112,6 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    sys.path.insert(0, str(ROOT))
     from peftviz.paths import store_dir
 
     store = args.store or store_dir()

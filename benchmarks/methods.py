@@ -53,7 +53,6 @@ import gc
 import os
 import platform
 import statistics
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -63,8 +62,6 @@ from pathlib import Path
 import peft
 import torch
 import transformers
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from peftviz import METHODS, build_classifier, load_encoder, make_method
 from peftviz.modeling.longformer import LongEncoder

@@ -58,11 +58,12 @@ def rerun_seconds(page: str, repeats: int = 3) -> float:
 
 def train_smoke_store(store: Path) -> None:
     """The smoke preset's comparison plus kernel runs at three α, as tests/conftest.py's smoke_store."""
-    from peftviz.training.config import alpha_grid, comparison
-    from peftviz.training.trainer import compare
+    from peftviz.sweep import run_sweep
+    from peftviz.sweep.variants import comparison_configs
+    from peftviz.training.config import alpha_grid
 
     started = time.perf_counter()
-    compare(comparison("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2)), store)
+    run_sweep(comparison_configs("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2)), store)
     print(f"trained the smoke store in {time.perf_counter() - started:.0f} s")
 
 
@@ -91,5 +92,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     main()

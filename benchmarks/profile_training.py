@@ -5,9 +5,9 @@
     .venv/bin/python benchmarks/profile_training.py --methods "tiny-attention 4H averaged" --no-epoch
     .venv/bin/python benchmarks/profile_training.py --threads 1        # torch.set_num_threads(1) first
 
-For each run of `peftviz.training.config.comparison(--preset)` picked by --methods (a method name picks all
+For each run of `peftviz.sweep.variants.comparison_configs(--preset)` picked by --methods (a method name picks all
 its variants, a label picks one), in the comparison's order, on data loaded once as
-`train.compare` loads it, this runs the trainer's own code, `peftviz.training.trainer.Trainer`, and times it
+the local sweep loads it, this runs the trainer's own code, `peftviz.training.trainer.Trainer`, and times it
 from outside: the functions `Trainer._prepare` calls are wrapped with timers for the duration
 (load_encoder, build_classifier, tokenize, make_optimizer, Engine.prepare), and so are the
 engine's and optimizer's methods `_train_one_epoch` calls. Nothing of the trainer is copied here,
@@ -43,7 +43,6 @@ import contextlib
 import os
 import resource
 import statistics
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -52,14 +51,12 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import peftviz.training.trainer as train_module
 from peftviz.data.loading import load_data
 from peftviz.store.runs import load_run
 from peftviz.store.writer import RunWriter
+from peftviz.sweep.variants import comparison_configs, start_index, with_start
 from peftviz.training import checkpoint
-from peftviz.training.config import comparison
 from peftviz.training.inference import evaluation_metrics
 from peftviz.training.progress import TerminalProgress
 from peftviz.training.trainer import Trainer
@@ -304,7 +301,8 @@ def estimate(config, timer: Timer, batches: int) -> dict[str, float]:
 
 def profile_run(config, data, runs_dir: Path, earlier: list, args) -> float:
     """Everything above for one config; returns the run's estimated seconds."""
-    config = config.method_class.before_training(config, earlier)  # 4 heads start from the 1-head run
+    start = start_index([*(run.config for run in earlier), config], len(earlier))  # 4 heads start from the 1-head run
+    config = with_start(config, None if start is None else earlier[start])
     print(f"\n## {config.name}  ({load()})\n")
     timer = Timer()
     with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):  # the CLI's tqdm bar, unseen
@@ -382,7 +380,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs; {load()}")
     print(f"imports (torch, transformers, peftviz): {IMPORTED - _STARTED:.2f} s")
-    configs = pick(comparison(args.preset), args.methods)
+    configs = pick(comparison_configs(args.preset), args.methods)
     started = time.perf_counter()
     data = load_data(configs[0].dataset, seed=configs[0].data_seed, limit=configs[0].limit)  # once, as compare does
     print(f"data loading (load_data, once per comparison): {time.perf_counter() - started:.2f} s")

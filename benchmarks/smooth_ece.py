@@ -11,13 +11,9 @@ sides compute the same R values (checked: the largest |difference| is printed). 
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_data(n_examples: int, n_resamples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -70,5 +66,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     main()

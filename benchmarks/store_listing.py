@@ -40,11 +40,11 @@ def build(root: Path, runs: int, epochs: int) -> None:
 
 def time_listing(root: Path, repeats: int) -> None:
     import peftviz
+    from peftviz.store.migrations import stored_config
     from peftviz.store.runs import list_runs
-    from peftviz.training.config import TrainConfig
 
     for config in root.glob("*/config.json"):  # import what reading a config needs (torch, the methods)
-        TrainConfig.from_stored(json.loads(config.read_text()))
+        stored_config(json.loads(config.read_text()))
     started = time.perf_counter()
     list_runs(root)  # the first listing of a process: every file read and checked
     first = time.perf_counter() - started

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/sweep.py --epochs 20         # the same runs, 10 times the training each
     .venv/bin/python benchmarks/sweep.py --repeats 5 --methods lora,bitfit --seeds 4
 
-Each repeat trains the same runs (`config.comparison` of the smoke preset at each seed) into a fresh
+Each repeat trains the same runs (`sweep.variants.comparison_configs` of the smoke preset at each seed) into a fresh
 temporary store each time, so that nothing is skipped: once with `--engine local` (one after another
 in this process, torch's default threads), then with `--engine ray` on a Ray started here with 2 CPUs
 and one CPU per run (`RayOptions(cpus_per_run=1, gpus_per_run=0)`): 2 runs at a time, one thread each.
@@ -27,12 +27,9 @@ import time
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from peftviz.paths import child_python_path
-from peftviz.sweep.plan import RayOptions, run_sweep
-from peftviz.training.config import comparison, comparison_methods, over_seeds
+from peftviz.sweep import RayOptions, run_sweep
+from peftviz.sweep.variants import comparison_configs
+from peftviz.training.config import comparison_methods, over_seeds
 
 METHODS = "prefix-tuning,prefix-propagation,lora,bitfit"
 PARTS = ("local", "startup", "ray", "ray_warm", "shutdown", "total")
@@ -52,8 +49,7 @@ def start_ray() -> float:
     import ray
 
     started = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             runtime_env={"env_vars": {"PYTHONPATH": child_python_path()}})  # fmt: skip
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     ray.get(ray.remote(lambda: None).remote())
     return time.perf_counter() - started
 
@@ -114,7 +110,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     overrides = {"epochs": args.epochs} if args.epochs else {}
-    runs = comparison("smoke", comparison_methods(args.methods), **overrides)
+    runs = comparison_configs("smoke", comparison_methods(args.methods), **overrides)
     configs = over_seeds(runs, list(range(args.seeds)))
     timed_sweep(configs[:1], "local")  # untimed: imports torch and the trainer, warms the file cache
     print(machine_line() + "\n", flush=True)

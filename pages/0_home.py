@@ -4,13 +4,14 @@ import os
 
 import streamlit as st
 
-from peftviz.analysis.comparison import group_row
+from peftviz.analysis.group_stats import group_row
 from peftviz.analysis.run_labels import measured_minutes, shown_run_row
 from peftviz.app import appkit, jobpanel
 from peftviz.methods import describe_methods
 from peftviz.paths import store_dir
 from peftviz.store.runs import group_runs
-from peftviz.training.config import METHOD_SETS, PRESETS, comparison, over_seeds
+from peftviz.sweep.variants import comparison_configs
+from peftviz.training.config import METHOD_SETS, PRESETS, over_seeds
 from peftviz.training.progress import minutes_span
 
 # the runs table fits a 1280-pixel window with the sidebar open (790 of 818 px): the group key and
@@ -107,7 +108,7 @@ else:
 
 with st.expander("Train the quick comparison", expanded=not runs):
     with_baselines = st.toggle("With the baselines", help="the papers' methods, or those and the baselines too")
-    configs = comparison("quick", METHOD_SETS[1] if with_baselines else METHOD_SETS[0])
+    configs = comparison_configs("quick", METHOD_SETS[1] if with_baselines else METHOD_SETS[0])
     quick = PRESETS["quick"]
     st.markdown(
         f"{len(configs)} runs on the offline MiniLM and bbc-news ({quick['limit']:,} training documents, "

@@ -4,7 +4,9 @@ import a model trained elsewhere (a peft adapter, a Hugging Face classifier, a p
 import streamlit as st
 
 from peftviz.app import appkit, jobpanel
-from peftviz.data.loading import BUILTIN, HUB_DATASETS, load_data
+from peftviz.data.builtin import BUILTIN
+from peftviz.data.hub import HUB_DATASETS
+from peftviz.data.loading import load_data
 from peftviz.data.uploads import as_uploaded, store_upload
 from peftviz.errors import DataError, PeftvizError
 from peftviz.exchange.request import ImportRequest
@@ -12,6 +14,7 @@ from peftviz.exchange.sources import check_source
 from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.modeling.backbones import check_model
 from peftviz.paths import uploads_dir
+from peftviz.sweep.variants import check_start, starting_runs
 from peftviz.training.config import PRESETS, TrainConfig, over_seeds, preset_config
 from peftviz.training.engine import check_machine
 
@@ -77,7 +80,8 @@ with right:
         ))  # fmt: skip
     with st.expander(f"{method} options", expanded=True):
         # an option naming another run is a choice among the store's runs that fit, never a typed path
-        links = {link: METHODS[method].linkable_runs(link, store_runs, model) for link in METHODS[method].run_links}
+        link = METHODS[method].start_option()
+        links = {link: starting_runs(METHODS[method], store_runs, model)} if link else {}
         options = appkit.options_form(METHODS[method].config_class, defaults.method_options, key=method, links=links,
                                       labels=dict.fromkeys(links, "Start from run"))  # fmt: skip
 rate_note = METHODS[method].learning_rate_note(settings["learning_rate"])
@@ -96,7 +100,7 @@ if st.button("Train", type="primary"):
         server.check_model(model, store_models)
         # a value out of range raises a one-line ConfigError here, never falls back to a default
         config = preset_config(preset, method, model=model, dataset=dataset, method_options=options, **settings)
-        config.method_class.check_links(config, store_runs)  # a starting run gone from the store, or of another model
+        check_start(config, store_runs)  # a starting run gone from the store, or of another model
         check_machine(config)  # a precision or device this machine lacks: here, on the page, not in the job
         check_model(config.model)  # a model folder's config.json and tokenizer, without loading its weights
         load_data(config.dataset, seed=config.data_seed, limit=config.limit)

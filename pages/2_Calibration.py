@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from peftviz.analysis import calibration as analysis
-from peftviz.analysis import comparison as cmp
+from peftviz.analysis import group_stats
 from peftviz.app import appkit
 from peftviz.calibration import estimators
 from peftviz.errors import PeftvizError, RunError
@@ -48,33 +48,38 @@ def headed(wide: pd.DataFrame) -> pd.DataFrame:
     return wide.rename(columns={name: e.heading for name, e in estimators.ESTIMATORS.items()})
 
 
-def comparison(units: list[Group], settings: cmp.Settings, metrics: tuple) -> dict:
-    """Every run estimated once (cached per run), with a progress bar while new ones compute; then
-    compared, and the comparison's tables made, once per server (`compared`)."""
+def tables_shown(units: list[Group], settings: group_stats.Settings, metrics: tuple) -> dict:
+    """Every run estimated once (cached per run), with a progress bar while new ones compute; then the
+    groups' statistics and the tables the page shows of them, once per server (`build_tables`)."""
     members = [run for unit in units for run in unit.runs]
     bar = st.progress(0.0)
     for done, run in enumerate(members):
         bar.progress(
             done / len(members), text=f"Estimating every metric with its interval: run {done + 1} of {len(members)}"
         )
-        appkit.per_run(cmp.run_estimates, run, settings, metrics)
+        appkit.per_run(group_stats.run_estimates, run, settings, metrics)
     bar.empty()
-    return appkit.shared(compared, units, settings, metrics)
+    return appkit.shared(build_tables, units, settings, metrics)
 
 
-def compared(units: list[Group], settings: cmp.Settings, metrics: tuple) -> dict:
-    """The comparison and the tables the page shows of it (pairs and P(A better): only when there are some)."""
-    found = {run.name: appkit.per_run(cmp.run_estimates, run, settings, metrics) for unit in units for run in unit.runs}
-    result = cmp.compare_estimates(units, found, settings, metrics)
-    pairs = not result.pairs.empty
+def build_tables(units: list[Group], settings: group_stats.Settings, metrics: tuple) -> dict:
+    """The groups' statistics and the tables the page shows of them (pairs and P(A better): only when
+    there are some)."""
+    estimates = {
+        run.name: appkit.per_run(group_stats.run_estimates, run, settings, metrics)
+        for unit in units
+        for run in unit.runs
+    }
+    stats = group_stats.stats_of_estimates(units, estimates, settings, metrics)
+    pairs = not stats.pairs.empty
     return {
-        "result": result,
-        "summary": headed(cmp.wide_summary(result)),
-        "pairs": headed(cmp.wide_pairs(result)) if pairs else None,
-        "improvement": headed(cmp.wide_improvement(result))
-        if pairs and result.pairs["p_better"].notna().any()
+        "stats": stats,
+        "summary": headed(group_stats.wide_summary(stats)),
+        "pairs": headed(group_stats.wide_pairs(stats)) if pairs else None,
+        "improvement": headed(group_stats.wide_improvement(stats))
+        if pairs and stats.pairs["p_better"].notna().any()
         else None,
-        "words": "\n".join(f"- {line}" for line in cmp.plain_words(result)) if pairs else "",
+        "words": "\n".join(f"- {line}" for line in group_stats.plain_words(stats)) if pairs else "",
     }
 
 
@@ -108,8 +113,8 @@ as_groups = st.radio("Show", ["groups of seeds", "single runs"], index=0 if has_
                      "over the seeds, and its members.", key="calibration_show") == "groups of seeds"  # fmt: skip
 if as_groups:
     candidates = {group.key: group for group in groups}
-    names = cmp.unique_names(groups)
-    default = [g.key for g in cmp.select_units(usable)[:MAX_DEFAULT_UNITS]]
+    names = group_stats.unique_names(groups)
+    default = [g.key for g in group_stats.select_units(usable)[:MAX_DEFAULT_UNITS]]
 else:
     candidates = {run.name: Group(run.name, [run]) for run in usable}
     names = analysis.display_names(usable)
@@ -131,7 +136,7 @@ n_bins = middle.slider("Number of bins", 5, 30, 10, key="calibration_bins")
 max_epoch = max(max(analysis.finished_epochs(run)) for run in runs)
 epoch = right.slider("Epoch", 1, max_epoch, max_epoch, key="calibration_epoch") if max_epoch > 1 else 1
 right.caption("Runs with fewer finished epochs show their last one.")
-n_resamples = far.radio("Bootstrap resamples", cmp.RESAMPLE_CHOICES, horizontal=True,
+n_resamples = far.radio("Bootstrap resamples", group_stats.RESAMPLE_CHOICES, horizontal=True,
                         help="Resamples of the examples behind every interval; seeded, so numbers repeat.",
                         key="calibration_resamples")  # fmt: skip
 
@@ -216,7 +221,7 @@ split = st.radio("Judge on", ["test (best epoch)", "validation (chosen epoch)"],
 metrics = st.multiselect("Metrics", list(estimators.ESTIMATORS), default=list(estimators.DEFAULT_METRICS),
                          format_func=lambda name: estimators.ESTIMATORS[name].heading, key="calibration_metrics",
                          help="None chosen: the defaults.") or list(estimators.DEFAULT_METRICS)  # fmt: skip
-settings = cmp.Settings("test" if split.startswith("test") else epoch, n_bins, scheme, n_resamples)
+settings = group_stats.Settings("test" if split.startswith("test") else epoch, n_bins, scheme, n_resamples)
 judging = analysis.judgeable(units, settings.which)
 judged = judging.units
 if judging.unfinished:
@@ -227,11 +232,11 @@ for line in judging.damaged:  # one line per run, naming its file and what is wr
 try:
     if not judged:
         raise RunError(judging.nothing_left())
-    shown = comparison(judged, settings, tuple(metrics))
+    shown = tables_shown(judged, settings, tuple(metrics))
 except PeftvizError as err:
     appkit.show_error(err)
 else:
-    result = shown["result"]
+    stats = shown["stats"]
     st.table(shown["summary"], border="horizontal", hide_index=True)
     st.caption("Each cell: value [95% interval]. One run: bootstrap over the examples. Several seeds: mean "
                "over seeds, with a bootstrap that resamples the seeds and the test examples together, so the "
@@ -246,11 +251,11 @@ else:
             st.caption("P(A better than B): the chance that a run of A beats a run of B on the metric (Agarwal et "
                        "al. 2021), with its 95% interval over the same resamples. 0.5: no better than a coin.")  # fmt: skip
         st.markdown(shown["words"])
-        metric = st.selectbox("Differences in", result.metrics, format_func=lambda n: estimators.ESTIMATORS[n].heading,
+        metric = st.selectbox("Differences in", stats.metrics, format_func=lambda n: estimators.ESTIMATORS[n].heading,
                               key="calibration_difference_metric")  # fmt: skip
         heading = estimators.ESTIMATORS[metric].heading
-        appkit.chart(appkit.shared(figures.differences_figure, result.pairs, metric, heading, series), "differences")
-    for name, table in (("summary", result.summary), ("pairs", result.pairs)):
+        appkit.chart(appkit.shared(figures.differences_figure, stats.pairs, metric, heading, series), "differences")
+    for name, table in (("summary", stats.summary), ("pairs", stats.pairs)):
         st.download_button(f"Download the {name} (CSV)", lambda table=table: table.to_csv(index=False),
                            file_name=f"comparison-{name}.csv", mime="text/csv", on_click="ignore",
                            key=f"comparison-{name}-csv")  # fmt: skip
@@ -261,7 +266,7 @@ with_test = [run for run in runs if analysis.has_predictions(run, "test")]
 if with_test:
     run_names = analysis.display_names(with_test)
     run = st.selectbox("Run", with_test, format_func=lambda r: run_names[r.name], key="recalibration_run")
-    settings = cmp.Settings("test", n_bins, scheme, n_resamples)
+    settings = group_stats.Settings("test", n_bins, scheme, n_resamples)
     try:
         table = appkit.per_run(analysis.recalibration_estimates, run, settings, tuple(metrics))
         method = st.radio("Diagram", list(analysis.RECALIBRATION_NAMES)[1:], horizontal=True,

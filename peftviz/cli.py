@@ -9,7 +9,12 @@
     python -m peftviz export RUN ./exported   # a run as a peft adapter (or peftviz's own folder)
     accelerate launch --multi_gpu --num_processes 2 -m peftviz train ...   # data-parallel (engine.py)
 Every TrainConfig field has a flag (--learning-rate 1e-3, --epochs 5, ...); method options are
-given as --option name=value. Errors end in one line naming the problem.
+given as --option name=value. Errors end in one line naming the problem. `peftviz ...`, the console
+command the project's install puts in .venv/bin (scripts/setup.sh), is the same as `python -m peftviz ...`.
+
+The commands are one table, COMMANDS: each one's help line, the function that adds its arguments
+and the function that runs it and returns the exit status; the parser is built from it and `main`
+dispatches through it.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from peftviz.analysis.run_labels import run_row
@@ -30,14 +36,15 @@ from peftviz.files import atomic_write
 from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.paths import reports_dir, store_dir
 from peftviz.store.runs import Run, group_runs, list_runs, load_run
-from peftviz.sweep.plan import ENGINES, RayOptions, run_sweep
+from peftviz.store.schema import ENGINES
+from peftviz.sweep import RayOptions, run_sweep
+from peftviz.sweep.variants import comparison_configs
 from peftviz.tables import format_table
 from peftviz.training.config import (
     METHOD_SETS,
     PRESETS,
     TrainConfig,
     alpha_grid,
-    comparison,
     comparison_methods,
     over_seeds,
     parse_seeds,
@@ -124,59 +131,67 @@ def _methods_flag(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m peftviz", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    train = commands.add_parser("train", help="train one method")
-    train.add_argument("--method", choices=list(METHODS), default=DEFAULT_METHOD)
-    train.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a method option")
-    train.add_argument(
+    """The parser of every command in COMMANDS: a subcommand each, with the help and arguments the table gives."""
+    prog = _prog()
+    parser = OneLineParser(prog=prog, description=f"Command line: {prog} {{{', '.join(COMMANDS)}}}.")
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    for name, command in COMMANDS.items():
+        command.add_arguments(subparsers.add_parser(name, help=command.help))
+    return parser
+
+
+def _prog() -> str:
+    """How the usage line names the program: `peftviz` when the console command runs, else `python -m peftviz`."""
+    return "peftviz" if Path(sys.argv[0]).name == "peftviz" else "python -m peftviz"
+
+
+def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--method", choices=list(METHODS), default=DEFAULT_METHOD)
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a method option")
+    parser.add_argument(
         "--resume", metavar="RUN", default=None,
         help="continue a killed run from its last finished epoch, with its own settings: its folder name in "
         "--runs-dir, or its path",
     )  # fmt: skip
-    _add_config_flags(train)
-    compare = commands.add_parser("compare", help="train every method in turn on the same data and split")
-    compare.add_argument(
+    _add_config_flags(parser)
+
+
+def _add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--methods", type=_methods_flag, default="paper", metavar="METHODS",
         help="paper (the papers' methods, default), all (with the baselines: LoRA, IA3, prompt tuning, BitFit, "
         f"Houlsby adapters), or a comma-separated list of: {', '.join(METHODS)}",
     )  # fmt: skip
-    _add_config_flags(compare)
-    grid = commands.add_parser(
-        "alpha-grid", help="train the kernel form (Li et al. 2023, eq. 3) at each α of the paper's grid"
-    )
-    grid.add_argument("--alphas", type=float, nargs="+", default=None, help="α values (default: the paper's grid)")
-    _add_config_flags(grid)
-    runs = commands.add_parser("runs", help="list the run store and its groups of seeds")
-    runs.add_argument("--runs-dir", type=Path, default=store_dir())
-    _add_report_parser(commands)
-    _add_exchange_parsers(commands)
-    return parser
+    _add_config_flags(parser)
+
+
+def _add_alpha_grid_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--alphas", type=float, nargs="+", default=None, help="α values (default: the paper's grid)")
+    _add_config_flags(parser)
+
+
+def _add_runs_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs-dir", type=Path, default=store_dir())
 
 
 IMPORT_SETTINGS = ["dataset", "limit", "max_length", "data_seed", "seed", "batch_size", "ece_bins", "label", "device"]
 
 
-def _add_exchange_parsers(commands) -> None:
-    imported = commands.add_parser(
-        "import", help="evaluate a model trained elsewhere (a peft adapter, a Hugging Face classifier folder, a "
-        "peftviz export) on a dataset and store it as a run",
-    )  # fmt: skip
-    imported.add_argument("source", metavar="SOURCE", help="a folder or a Hugging Face hub id")
-    imported.add_argument("--model", default=None, metavar="BASE",
-                          help="the base an adapter goes on (default: its base_model_name_or_path)")  # fmt: skip
-    _add_setting_flags(imported, IMPORT_SETTINGS)
-    imported.add_argument("--preset", choices=list(PRESETS), default="quick",
-                          help="data settings (limit, max_length, batch size; default: quick); a peftviz export "
-                          "defaults to its run's")  # fmt: skip
-    imported.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
-    exported = commands.add_parser(
-        "export", help="write a run as a Hugging Face peft adapter (LoRA, IA3, prefix and prompt tuning) or, for "
-        "peftviz's own methods, as safetensors + settings; both with a model card",
-    )  # fmt: skip
-    exported.add_argument("run", metavar="RUN", help="its folder name in --runs-dir, or its path")
-    exported.add_argument("folder", metavar="DIR", type=Path, help="a new folder to write")
-    exported.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
+def _add_import_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", metavar="SOURCE", help="a folder or a Hugging Face hub id")
+    parser.add_argument("--model", default=None, metavar="BASE",
+                        help="the base an adapter goes on (default: its base_model_name_or_path)")  # fmt: skip
+    _add_setting_flags(parser, IMPORT_SETTINGS)
+    parser.add_argument("--preset", choices=list(PRESETS), default="quick",
+                        help="data settings (limit, max_length, batch size; default: quick); a peftviz export "
+                        "defaults to its run's")  # fmt: skip
+    parser.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
+
+
+def _add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", metavar="RUN", help="its folder name in --runs-dir, or its path")
+    parser.add_argument("folder", metavar="DIR", type=Path, help="a new folder to write")
+    parser.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
 
 
 def run_folder(text: str, runs_dir: Path) -> Path:
@@ -193,7 +208,7 @@ def import_command(args: argparse.Namespace) -> int:
 
     settings = {name: getattr(args, name) for name in IMPORT_SETTINGS if getattr(args, name) is not None}
     run = import_model(ImportRequest(args.source, settings, args.preset, args.model), args.runs_dir)
-    print(format_table([comparison_row(run)]))
+    print(format_table([results_row(run)]))
     imported = run.imported
     print(f"\nimported {args.source} ({imported['kind']}, labels matched {imported['labels']}) as run {run.name} "
           f"in {args.runs_dir}")  # fmt: skip
@@ -210,40 +225,34 @@ def export_command(args: argparse.Namespace) -> int:
     return 0
 
 
-EXCHANGE_COMMANDS = {"import": import_command, "export": export_command}
-
-
-def _add_report_parser(commands) -> None:
-    report = commands.add_parser(
-        "report", help="compare runs or groups: each metric's mean and interval, and which differences are significant"
-    )
-    report.add_argument("units", nargs="*", metavar="RUN_OR_GROUP",
+def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("units", nargs="*", metavar="RUN_OR_GROUP",
                         help="run folder names, group keys or method labels (default: every group of the store's "
                         "most common data split)")  # fmt: skip
-    report.add_argument("--metric", action="append", default=None, choices=list(ESTIMATORS), dest="metrics",
+    parser.add_argument("--metric", action="append", default=None, choices=list(ESTIMATORS), dest="metrics",
                         help=f"a metric to report; repeat for several (default: {', '.join(DEFAULT_METRICS)})")  # fmt: skip
-    report.add_argument("--epoch", type=int, default=None,
+    parser.add_argument("--epoch", type=int, default=None,
                         help="judge that epoch's validation predictions (default: the best epoch's test predictions)")  # fmt: skip
-    report.add_argument("--bins", type=int, default=10, help="bins of the binned estimators (default: 10)")
-    report.add_argument("--scheme", choices=["width", "mass"], default="width", help="equal-width or equal-mass bins")
-    report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
-    report.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
-    report.add_argument("--group-interval", choices=["bootstrap", "t"], default="bootstrap",
+    parser.add_argument("--bins", type=int, default=10, help="bins of the binned estimators (default: 10)")
+    parser.add_argument("--scheme", choices=["width", "mass"], default="width", help="equal-width or equal-mass bins")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
+    parser.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
+    parser.add_argument("--group-interval", choices=["bootstrap", "t"], default="bootstrap",
                         help="groups of seeds: two-level bootstrap over seeds and test examples (default), or the "
                         "t-interval over seeds, which leaves out the test set's noise")  # fmt: skip
-    report.add_argument("--csv", type=Path, default=None, metavar="PREFIX",
+    parser.add_argument("--csv", type=Path, default=None, metavar="PREFIX",
                         help=f"write PREFIX-summary.csv and PREFIX-pairs.csv (default: {reports_dir()}/report-<time>)")  # fmt: skip
-    report.add_argument("--runs-dir", type=Path, default=store_dir())
+    parser.add_argument("--runs-dir", type=Path, default=store_dir())
 
 
-def report(args: argparse.Namespace) -> int:
-    from peftviz.analysis import comparison as cmp  # numpy, pandas and scipy; no torch
+def report_command(args: argparse.Namespace) -> int:
+    from peftviz.analysis import group_stats  # numpy, pandas and scipy; no torch
 
-    settings = cmp.Settings("test" if args.epoch is None else args.epoch, args.bins, args.scheme, args.resamples,
-                            args.bootstrap_seed, group_interval=args.group_interval)  # fmt: skip
-    units = cmp.select_units(list_runs(args.runs_dir), args.units)
-    result = cmp.compare_groups(units, settings, args.metrics)
-    print(cmp.markdown(result))
+    settings = group_stats.Settings("test" if args.epoch is None else args.epoch, args.bins, args.scheme,
+                                    args.resamples, args.bootstrap_seed, group_interval=args.group_interval)  # fmt: skip
+    units = group_stats.select_units(list_runs(args.runs_dir), args.units)
+    result = group_stats.stats_of_groups(units, settings, args.metrics)
+    print(group_stats.markdown(result))
     prefix = args.csv or reports_dir() / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
     for name, table in (("summary", result.summary), ("pairs", result.pairs)):
         path = Path(f"{prefix}-{name}.csv")
@@ -259,11 +268,11 @@ def resume(args: argparse.Namespace) -> int:
     if given:
         raise ConfigError(f"--resume continues a run with its own settings; drop {', '.join(given)}")
     folder = run_folder(args.resume, args.runs_dir)
+    from peftviz.sweep.execute import resume_run  # torch and transformers load there
     from peftviz.training.progress import TerminalProgress
-    from peftviz.training.trainer import resume as resume_run  # torch and transformers load here
 
     run = resume_run(load_run(folder), TerminalProgress())
-    print(format_table([comparison_row(run)]))
+    print(format_table([results_row(run)]))
     print(f"\nresumed {run.name}: {run.status}, {run.epochs_done}/{run.config.epochs} epochs, in {folder.parent}")
     return 0
 
@@ -296,7 +305,8 @@ def parse_method_options(method: str, pairs: list[str]) -> dict:
     return options
 
 
-def comparison_row(run: Run) -> dict:
+def results_row(run: Run) -> dict:
+    """One trained (or imported) run's results: the table train, compare, import and resume print."""
     best, summary = run.best_metrics, run.summary
     averaged = summary.get("averaged", {}).get("validation", {})
     params = run.parameters
@@ -341,16 +351,17 @@ def _sweep_configs(args: argparse.Namespace) -> list[TrainConfig]:
         overrides["method_options"] = parse_method_options(args.method, args.option)
         configs = [preset_config(args.preset, args.method, **overrides)]
     elif args.command == "compare":
-        configs = comparison(args.preset, comparison_methods(args.methods), **overrides)
+        configs = comparison_configs(args.preset, comparison_methods(args.methods), **overrides)
     else:
         configs = alpha_grid(args.preset, tuple(args.alphas) if args.alphas else None, **overrides)
     return over_seeds(configs, args.seeds)
 
 
 def _train_one(config: TrainConfig, args: argparse.Namespace, is_main_process) -> int:
-    """One run, as a sweep of one (`peftviz.sweep.plan`): skipped where the store has it complete, resumed where it
+    """One run, as a sweep of one (`peftviz.sweep`): skipped where the store has it complete, resumed where it
     was stopped, unless --force; errors raise (one line, from `main`)."""
-    from peftviz.sweep.plan import execute, plan
+    from peftviz.sweep import plan
+    from peftviz.sweep.execute import execute
     from peftviz.training.progress import TerminalProgress
 
     if args.engine != "local":
@@ -359,7 +370,7 @@ def _train_one(config: TrainConfig, args: argparse.Namespace, is_main_process) -
     (item,) = plan([config], args.runs_dir, args.force)
     run = execute(item, args.runs_dir, [], "local", TerminalProgress())  # torch and transformers load here
     if is_main_process():
-        print(format_table([comparison_row(run)]))
+        print(format_table([results_row(run)]))
         print(f"\n1 run(s) in {(time.perf_counter() - started) / 60:.1f} minutes, stored in {args.runs_dir}")
         repeat = f", a repeat of run {item.repeat_of}: not counted as a seed" if item.repeat_of else ""
         print(TRAIN_ONE_WORDS[item.action].format(run=run.name) + repeat)
@@ -369,7 +380,7 @@ def _train_one(config: TrainConfig, args: argparse.Namespace, is_main_process) -
 def _sweep_summary(outcomes: list, minutes: float, runs_dir: Path) -> int:
     """The table of the sweep's runs, what failed with its error; the exit status is the number that failed."""
     runs = [outcome.run for outcome in outcomes if outcome.run is not None and outcome.run.metrics]
-    print(format_table([comparison_row(run) for run in runs]))
+    print(format_table([results_row(run) for run in runs]))
     failed = [outcome for outcome in outcomes if outcome.failed]
     for outcome in failed:
         print(f"failed: {outcome.planned.config.run_title}: {outcome.error}", file=sys.stderr)
@@ -379,39 +390,77 @@ def _sweep_summary(outcomes: list, minutes: float, runs_dir: Path) -> int:
     return min(len(failed), MAX_FAILED_STATUS)
 
 
+def runs_command(args: argparse.Namespace) -> int:
+    runs = list_runs(args.runs_dir)
+    print(format_table([run_row(run) for run in runs]))
+    from peftviz.analysis.group_stats import group_row  # numpy and pandas; no torch
+
+    print("\nGroups (runs that differ only in the training seed), test numbers as `report` gives them:\n")
+    print(format_table([group_row(group) for group in group_runs(runs)]))
+    return 0
+
+
+def train_command(args: argparse.Namespace) -> int:
+    """`train`: continue a run (--resume), train one configuration, or with --seeds, sweep over the seeds."""
+    if args.resume:
+        return resume(args)
+    if args.seeds:
+        return sweep_command(args)
+    from peftviz.training.engine import is_main_process
+
+    keep_freed_memory()
+    return _train_one(_sweep_configs(args)[0], args, is_main_process)  # one run: its own table and errors
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    """`compare`, `alpha-grid` and `train --seeds`: every configuration through the sweep; the exit status is the
+    number of runs that failed."""
+    from peftviz.training.engine import is_main_process
+    from peftviz.training.progress import TerminalProgress, TerminalSweep
+
+    keep_freed_memory()
+    configs = _sweep_configs(args)
+    started = time.perf_counter()
+    bar = TerminalSweep()
+    ray_options = RayOptions(args.address, args.cpus_per_run, args.gpus_per_run, args.retries)
+    outcomes = run_sweep(configs, args.runs_dir, args.engine, args.force, ray_options, bar, TerminalProgress())
+    bar.close()
+    if is_main_process():  # under `accelerate launch`, one table, not one per process
+        return _sweep_summary(outcomes, (time.perf_counter() - started) / 60, args.runs_dir)
+    return 0
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command of the command line: its help line, what adds its arguments, and what runs it (to an exit code)."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# The one table of commands: `build_parser` makes a subcommand of each, `main` runs the one given.
+COMMANDS = {
+    "train": Command("train one method", _add_train_arguments, train_command),
+    "compare": Command("train every method in turn on the same data and split", _add_compare_arguments, sweep_command),
+    "alpha-grid": Command("train the kernel form (Li et al. 2023, eq. 3) at each α of the paper's grid",
+                          _add_alpha_grid_arguments, sweep_command),
+    "runs": Command("list the run store and its groups of seeds", _add_runs_arguments, runs_command),
+    "report": Command("compare runs or groups: each metric's mean and interval, and which differences are "
+                      "significant", _add_report_arguments, report_command),
+    "import": Command("evaluate a model trained elsewhere (a peft adapter, a Hugging Face classifier folder, a "
+                      "peftviz export) on a dataset and store it as a run", _add_import_arguments, import_command),
+    "export": Command("write a run as a Hugging Face peft adapter (LoRA, IA3, prefix and prompt tuning) or, for "
+                      "peftviz's own methods, as safetensors + settings; both with a model card",
+                      _add_export_arguments, export_command),
+}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line (`python -m peftviz`, the `peftviz` console command); returns the exit status."""
     args = build_parser().parse_args(argv)
-    from peftviz.training.progress import TerminalProgress, TerminalSweep  # after parsing: --help stays fast
-
     try:
-        if args.command == "runs":
-            runs = list_runs(args.runs_dir)
-            print(format_table([run_row(run) for run in runs]))
-            from peftviz.analysis.comparison import group_row  # numpy and pandas; no torch
-
-            print("\nGroups (runs that differ only in the training seed), test numbers as `report` gives them:\n")
-            print(format_table([group_row(group) for group in group_runs(runs)]))
-            return 0
-        if args.command == "report":
-            return report(args)
-        if args.command in EXCHANGE_COMMANDS:
-            return EXCHANGE_COMMANDS[args.command](args)
-        if getattr(args, "resume", None):
-            return resume(args)
-        from peftviz.training.engine import is_main_process
-
-        keep_freed_memory()
-        configs = _sweep_configs(args)
-        if args.command == "train" and not args.seeds:  # one run: its own table and errors
-            return _train_one(configs[0], args, is_main_process)
-        started = time.perf_counter()
-        bar = TerminalSweep()
-        ray_options = RayOptions(args.address, args.cpus_per_run, args.gpus_per_run, args.retries)
-        outcomes = run_sweep(configs, args.runs_dir, args.engine, args.force, ray_options, bar, TerminalProgress())
-        bar.close()
-        if is_main_process():  # under `accelerate launch`, one table, not one per process
-            return _sweep_summary(outcomes, (time.perf_counter() - started) / 60, args.runs_dir)
-        return 0
+        return COMMANDS[args.command].run(args)
     except KeyboardInterrupt:
         print("\ninterrupted: the current run is kept and lists as incomplete", file=sys.stderr)
         return 130

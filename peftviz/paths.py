@@ -21,12 +21,6 @@ def cache_dir() -> Path:
     return Path(os.environ.get("PEFTVIZ_CACHE") or DEFAULT_CACHE)
 
 
-def child_python_path() -> str:
-    """PYTHONPATH for a process peftviz starts (the app's training child, a Ray worker on this machine): this
-    checkout first, then what was there, whatever folder the process starts in."""
-    return os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
-
-
 def store_dir() -> Path:
     """The run store the app and the CLI read: $PEFTVIZ_RUNS when set, else cache/runs."""
     return Path(os.environ.get("PEFTVIZ_RUNS") or cache_dir() / "runs")

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Everything the tests need: the Python environment, plus Debian's chromium for the browser test.
+# Everything the tests need: the project (scripts/setup.sh), the test, lint and documentation pins, and Debian's
+# chromium for the browser test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+.venv/bin/python -m pip install --quiet -r requirements-test.txt -r requirements-docs.txt
 if [ ! -x /usr/bin/chromium ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"

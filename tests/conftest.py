@@ -7,6 +7,20 @@ import pytest
 
 from tests.support.helpers import BERT_FAMILIES, FAMILIES
 
+# session stores trained on the shipped MiniLM (a minute or more each): a test that reads one is slow
+TRAINED_STORES = {"smoke_store", "seeds_store", "mixed_store", "newcomer_walk"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the marks below count there
+def pytest_collection_modifyitems(config, items):
+    """The fast tier (`-m "not slow and not browser"`, docs/tests.md) leaves out the browser tests and every test that
+    reads a trained store; slower tests besides those carry `@pytest.mark.slow` themselves."""
+    for item in items:
+        if "browser" in item.path.relative_to(config.rootpath).parts:
+            item.add_marker(pytest.mark.browser)
+        if TRAINED_STORES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="module")
 def one_thread():
@@ -35,11 +49,12 @@ def bert_family(request):
 @pytest.fixture(scope="session")
 def smoke_store(tmp_path_factory):
     """A run store made by the smoke preset: the six runs of `compare` plus kernel runs at three α."""
-    from peftviz.training.config import alpha_grid, comparison
-    from peftviz.training.trainer import compare
+    from peftviz.sweep.variants import comparison_configs
+    from peftviz.training.config import alpha_grid
+    from tests.support.sweeps import trained
 
     store = tmp_path_factory.mktemp("smoke_store")
-    compare(comparison("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2)), store)
+    trained(comparison_configs("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2)), store)
     return store
 
 
@@ -60,11 +75,12 @@ def empty_store(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def seeds_store(tmp_path_factory):
     """The smoke comparison at training seeds 0 and 1: six groups of two runs on one split."""
-    from peftviz.training.config import comparison, over_seeds
-    from peftviz.training.trainer import compare
+    from peftviz.sweep.variants import comparison_configs
+    from peftviz.training.config import over_seeds
+    from tests.support.sweeps import trained
 
     store = tmp_path_factory.mktemp("seeds_store")
-    compare(over_seeds(comparison("smoke"), [0, 1]), store)
+    trained(over_seeds(comparison_configs("smoke"), [0, 1]), store)
     return store
 
 

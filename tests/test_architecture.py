@@ -67,6 +67,46 @@ def test_every_registered_method_loads_and_knows_its_name():
         assert cls.name == name and cls.config_class().to_dict() is not None
 
 
+# what a method never reaches: it knows nothing of the store, training loops or sweeps (the planner reads what it
+# declares as data: `PeftMethod.variants`, `starts_from`)
+NOT_FOR_METHODS = ("peftviz.store", "peftviz.training.trainer", "peftviz.sweep")
+
+
+def method_violations(root: Path) -> list[str]:
+    """Each module under peftviz/methods/ that imports the store, the trainer or the sweep, at any depth of its code
+    (a function's lazy import counts) or through other peftviz modules: one line with the chain."""
+    graph = {module_of(f, root): imports_of(f, root) for f in source_files(root) if f.exists()}
+    methods = sorted(name for name in graph if name == "peftviz.methods" or name.startswith("peftviz.methods."))
+    chains = [reaches(name, graph, NOT_FOR_METHODS) for name in methods]
+    return [" -> ".join(chain) for chain in chains if chain]
+
+
+def test_methods_import_neither_the_store_nor_the_trainer_nor_the_sweep():
+    found = method_violations(ROOT)
+    assert len([f for f in (ROOT / "peftviz" / "methods").glob("*.py")]) > 10  # the check covers the methods
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("planted", "reached"),
+    [
+        ("from peftviz.store.schema import safetensors_header\n", "peftviz.store.schema"),  # as tiny-attention did
+        ("def read(path):\n    from peftviz.training.trainer import resume\n", "peftviz.training.trainer"),  # lazy
+        ("import peftviz.sweep.variants\n", "peftviz.sweep.variants"),
+    ],
+)
+def test_the_method_check_finds_a_planted_import(tmp_path, planted, reached):
+    import shutil
+
+    shutil.copytree(ROOT / "peftviz", tmp_path / "peftviz", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "app.py").write_text("")
+    assert method_violations(tmp_path) == []
+    lora = tmp_path / "peftviz" / "methods" / "lora.py"
+    lora.write_text(lora.read_text() + "\n" + planted)
+    assert f"peftviz.methods.lora -> {reached}" in method_violations(tmp_path)
+
+
 def python(code: str) -> str:
     return subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
@@ -78,7 +118,7 @@ def python(code: str) -> str:
     [
         "import peftviz",
         "import peftviz.calibration.metrics",
-        "import peftviz.analysis.calibration, peftviz.analysis.comparison, peftviz.figures.calibration",  # Calibration page
+        "import peftviz.analysis.calibration, peftviz.analysis.group_stats, peftviz.figures.calibration",  # Calibration page
         "import peftviz.figures.kernel",  # the α grid comes from the page (which asks the method), not a method module
         "import peftviz.sweep.plan",  # Ray loads only for --engine ray (peftviz.sweep.on_ray)
         "import peftviz.methods; list(peftviz.methods.METHODS)",
@@ -225,3 +265,92 @@ def test_the_app_layer_imports_no_trainer(entry):
         f"{entry}\nimport sys\nprint(sorted({{'accelerate', 'torch', 'peftviz.training.trainer'}} & set(sys.modules)))"
     )
     assert loaded.strip().splitlines()[-1] == "[]"
+
+
+# ---------------------------------------------------------------- no import cycles
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """peftviz module -> the peftviz modules it imports anywhere in its code: at the top, inside functions (lazy
+    imports), under TYPE_CHECKING (knowledge that runs the other way, even if Python never executes it)."""
+    files = sorted((root / "peftviz").rglob("*.py"))
+    modules = {module_of(f, root): f for f in files}
+    return {name: {m for m in imports_of(f, root) if m in modules and m != name} for name, f in modules.items()}
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """Every strongly connected group of two or more modules (Tarjan's algorithm), as one cycle through it each."""
+    graph = import_graph(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(name: str) -> None:
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        for other in sorted(graph[name]):
+            if other not in index:
+                visit(other)
+                low[name] = min(low[name], low[other])
+            elif other in stack:
+                low[name] = min(low[name], index[other])
+        if low[name] == index[name]:
+            group = []
+            while not group or group[-1] != name:
+                group.append(stack.pop())
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return [cycle_through(group, graph) for group in groups]
+
+
+def cycle_through(group: list[str], graph: dict[str, set[str]]) -> list[str]:
+    """One import chain from the group's first module back to itself, staying inside the group."""
+    start = group[0]
+    chains = [[start]]
+    while chains:
+        chain = chains.pop(0)
+        for name in sorted(graph[chain[-1]] & set(group)):
+            if name == start:
+                return [*chain, start]
+            if name not in chain:
+                chains.append([*chain, name])
+    return group
+
+
+def test_no_import_cycle_anywhere_in_the_package():
+    """Data flows one way: no peftviz module reaches itself through imports, lazy and type-only ones included."""
+    assert len(import_graph(ROOT)) > 60
+    assert [" -> ".join(cycle) for cycle in import_cycles(ROOT)] == []
+
+
+@pytest.mark.parametrize(
+    ("planted", "expected"),
+    [
+        (
+            {"peftviz/a.py": "from peftviz import b\n", "peftviz/b.py": "def f():\n    from peftviz.a import g\n"},
+            "peftviz.a -> peftviz.b -> peftviz.a",
+        ),
+        (
+            {
+                "peftviz/a.py": "from peftviz.c import x\n",
+                "peftviz/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from peftviz.d import y\n",
+                "peftviz/d.py": "from . import a\n",
+            },
+            "peftviz.a -> peftviz.c -> peftviz.d -> peftviz.a",
+        ),
+    ],
+)
+def test_the_cycle_check_finds_a_planted_cycle(tmp_path, planted, expected):
+    (tmp_path / "peftviz").mkdir()
+    (tmp_path / "peftviz" / "__init__.py").write_text("")
+    (tmp_path / "peftviz" / "leaf.py").write_text("from peftviz import other\n")
+    (tmp_path / "peftviz" / "other.py").write_text("import os\n")
+    assert import_cycles(tmp_path) == []
+    for name, text in planted.items():
+        (tmp_path / name).write_text(text)
+    assert [" -> ".join(cycle) for cycle in import_cycles(tmp_path)] == [expected]

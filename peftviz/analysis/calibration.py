@@ -311,7 +311,7 @@ def recalibration_bins(run: Run, method: str, n_bins: int = 10, scheme: str = "w
 def recalibration_estimates(run: Run, settings, metrics) -> pd.DataFrame:
     """Every estimator with its bootstrap interval on test, as trained and after each map.
 
-    Long table, columns map, metric, value, low, high. `settings` is a comparison.Settings (its
+    Long table, columns map, metric, value, low, high. `settings` is a group_stats.Settings (its
     `which` is ignored: recalibration is always judged on test). All maps share one set of
     resampled test examples, so their intervals are paired.
     """

@@ -93,8 +93,8 @@ SHORT_NAMES = {"learning_rate": "lr", "n_heads": "heads", "max_length": "length"
 def _label_settings(config: TrainConfig) -> dict:
     """The settings a picker may name: the run's and its method's (not links to other runs)."""
     values = {k: v for k, v in config.to_dict().items() if k not in ("method", "label", "method_options", "seed")}
-    links = config.method_class.run_links
-    values.update({k: v for k, v in config.method_config.to_dict().items() if k not in links})  # defaults filled in
+    link = config.method_class.start_option()
+    values.update({k: v for k, v in config.method_config.to_dict().items() if k != link})  # defaults filled in
     return values
 
 

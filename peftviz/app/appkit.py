@@ -286,7 +286,7 @@ def options_form(
     a select box for fields with choices, a checkbox, a number or a text box. Returns the chosen values.
 
     labels: a field's label on the page (default: its name); the help text then names the field as
-    the CLI and config.json do. links: fields that name another run (`run_links`), each with the runs
+    the CLI and config.json do. links: fields that name another run (a method's start option), each with the runs
     it may name: a select box of those runs (or none), whose value is the run's parameters' path. No
     such field is ever a text box: a visitor of a shared server must not name a server path.
 

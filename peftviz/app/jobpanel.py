@@ -84,7 +84,7 @@ ENGINE_LABELS = {
 
 
 def engine_choice() -> str:
-    """Where a comparison trains (`peftviz.sweep.plan`): here in turn, or on Ray where it is installed. Not on a
+    """Where a comparison trains (`peftviz.sweep`): here in turn, or on Ray where it is installed. Not on a
     shared server, where one visitor's sweep would take every core from the others."""
     if policy().shared or importlib.util.find_spec("ray") is None:
         return "local"
@@ -166,9 +166,16 @@ def _draw_own_job(queue: JobQueue, job: Job) -> None:
             text = _progress_text(job, name)
             timing = job.timing(name)
             st.progress(job.fraction_done(name), text=f"{text} · {timing}" if timing else text)
+        _draw_outcomes(job)
         if job.status == "failed":
             st.error(f"Training stopped: {job.error}")
         _cancel_button(queue, job)
+
+
+def _draw_outcomes(job: Job) -> None:
+    """What became of each run that has ended: new, skipped, resumed, or failed with its error's first line."""
+    if job.outcomes:
+        st.markdown("\n".join(f"- {outcome.run}: {outcome.word}" for outcome in job.outcomes))
 
 
 def _progress_text(job: Job, name: str) -> str:
@@ -198,9 +205,9 @@ def _status_line(queue: JobQueue, job: Job) -> str:
     if job.status == "running":
         doing = "importing" if job.imports and not (job.configs or job.resume) else "training"
         return f"{runs}, {doing} in the background ({job.timing()}): you can switch pages and come back"
-    return {"done": f"{runs}, done ({job.timing()})", "failed": f"{runs}, failed", "cancelled": f"{runs}, cancelled"}[
-        job.status
-    ]
+    counts = f": {job.outcome_counts()}" if job.outcomes else ""
+    return {"done": f"{runs}, done ({job.timing()}){counts}", "failed": f"{runs}, failed{counts}",
+            "cancelled": f"{runs}, cancelled{counts}"}[job.status]  # fmt: skip
 
 
 def _cancel_button(queue: JobQueue, job: Job) -> None:

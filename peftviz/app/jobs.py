@@ -16,7 +16,10 @@ of line; cancelling a running one stops its child process, which leaves its run 
 a killed run, so it can be resumed.
 
 A job keeps when each run started and ended, so its progress bars can say how long it has taken
-and how long it has left (`Job.timing`).
+and how long it has left (`Job.timing`), and what became of each run (`Job.outcomes`): new, skipped
+(already complete), resumed, or failed with its error's first line. The child trains through the
+sweep (`peftviz.sweep`), on either engine, so a failed run does not stop the others: the job then
+ends "failed", saying how many failed, with the other runs done and listed.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from peftviz.app.worker import compare_in_process
+from peftviz.app.worker import RunOutcome, compare_in_process
 from peftviz.errors import PeftvizError
 from peftviz.exchange.request import ImportRequest
 from peftviz.store.runs import Run, group_key
@@ -68,6 +71,7 @@ class Job:
     error: str = ""
     progress: dict[str, Progress] = field(default_factory=dict)  # run name -> its latest event
     runs: list[Run] = field(default_factory=list)
+    outcomes: list[RunOutcome] = field(default_factory=list)  # each run's, in the order they ended
     submitted: float = field(default_factory=time.time)
     started: float | None = None
     ended: float | None = None
@@ -80,6 +84,14 @@ class Job:
     @property
     def active(self) -> bool:
         return self.status in ("waiting", "running")
+
+    def outcome_counts(self) -> str:
+        """ "2 new, 4 skipped, 1 failed": how many runs ended each way so far (empty before any did)."""
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes:
+            word = outcome.word.split(" ", 1)[0].rstrip(":")
+            counts[word] = counts.get(word, 0) + 1
+        return ", ".join(f"{count} {word}" for word, count in counts.items())
 
     def trains_the_same(self, other: Job) -> bool:
         """Whether both jobs train the same configurations (group key and seed, as `peftviz.sweep.plan` knows them)
@@ -313,7 +325,15 @@ def train_in_process(job: Job) -> list[Run]:
 
     resumed = [run.path for run in job.resume]
     return compare_in_process(
-        job.configs, job.runs_dir, job.record, resumed, stoppable, job.engine, job.imports, job.force
+        job.configs,
+        job.runs_dir,
+        job.record,
+        resumed,
+        stoppable,
+        job.engine,
+        job.imports,
+        job.force,
+        told=job.outcomes.append,
     )
 
 

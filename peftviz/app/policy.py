@@ -16,7 +16,7 @@ In shared mode the browser cannot name anything on the server: data are the buil
 an upload (stored under a name peftviz makes from its content, `peftviz.data.uploads`; the Train page
 offers no "local path"), models are the built-in encoders or those the store's runs were trained
 on, and a run to start from is chosen among the store's runs (a select box, never a typed path:
-`PeftMethod.linkable_runs`). The run limits count runs, not jobs: one job may hold a comparison at
+`sweep.variants.starting_runs`). The run limits count runs, not jobs: one job may hold a comparison at
 ten seeds (`jobs.JobQueue`). Anything else is refused by a
 sentence that depends only on what was typed, never on the server's files: `check_dataset` and
 `check_model` decide from the string alone, before anything is opened, so a visitor cannot learn

@@ -15,8 +15,11 @@ Nothing crosses the boundary as a pickle: the settings go down stdin as JSON, an
 answers one JSON object per line on its stdout (anything else it prints goes to stderr):
 
     {"progress": {...}}          a trainer's Progress event
+    {"outcome": {...}}           what became of one run of the sweep (`RunOutcome`): new, skipped, resumed or
+                                 failed with its error's first line; a failed run does not stop the others
     {"runs": [path, ...]}        done: the folders it wrote
-    {"error": "Kind", "message": "..."}   it stopped: a PeftvizError's class and first line
+    {"error": "Kind", "message": "..."}   it stopped, or some runs failed: a PeftvizError's class and first line
+                                 (for a job of several runs, how many failed and the first one's error)
 
 The child watches its parent: if the server dies, it stops after the event in hand, as a killed
 run (the store lists it `incomplete`, and `train --resume` continues it).
@@ -30,12 +33,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from peftviz import errors
 from peftviz.errors import PeftvizError, TrainingError
-from peftviz.paths import child_python_path
 from peftviz.store.runs import load_run
 from peftviz.training.config import TrainConfig
 from peftviz.training.progress import SKIPPED, Progress
@@ -44,6 +46,31 @@ COMMAND = [sys.executable, "-m", "peftviz.app.worker"]  # a test swaps it for a 
 # Training yields the CPU to the server: pages stay responsive while a job trains, and a job alone
 # on the machine trains as fast as before (niceness only orders who runs when both want a core).
 NICENESS = 10
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What became of one run of a job, as the child tells it (a sweep's `Outcome`, without the objects)."""
+
+    run: str  # the run's title, as its Progress events name it
+    action: str  # what the sweep planned: "train", "resume" or "skip"
+    path: str = ""  # its folder, where it has one
+    failed: bool = False
+    error: str = ""  # the first line of its error, where it failed
+
+    @classmethod
+    def of(cls, outcome) -> RunOutcome:
+        run, config = outcome.run, outcome.planned.config
+        error = outcome.error or (f"it ended {run.status}" if outcome.failed and run is not None else "")
+        path = str(run.path) if run is not None else ""
+        return cls(config.run_title, outcome.planned.action, path, outcome.failed, error if outcome.failed else "")
+
+    @property
+    def word(self) -> str:
+        """What the job panel says of it: "new", "skipped (already complete)", "resumed", or "failed: <line>"."""
+        if self.failed:
+            return f"failed: {self.error or 'training failed'}"
+        return {"train": "new", "skip": f"skipped ({SKIPPED})", "resume": "resumed"}[self.action]
 
 
 def compare_in_process(
@@ -55,16 +82,17 @@ def compare_in_process(
     engine: str = "local",
     imports=(),
     force: bool = False,
+    told: Callable[[RunOutcome], None] | None = None,
 ) -> list:
-    """Continue the incomplete runs `resume` (their folders), then train `configs` as a sweep
-    (`peftviz.sweep.plan`: a configuration with a complete run in the store is skipped, one with a stopped run
-    resumed, unless `force`), then import the models `imports` (ImportRequests), in a child process;
-    returns the runs. `stoppable(stop)` is handed a function that stops the child (a cancelled job): its
-    run is left incomplete, as a killed run, which the next job of the same settings resumes. With engine
-    "ray" each run is one Ray task.
+    """Continue the incomplete runs `resume` (their folders), then train `configs`, as one sweep
+    (`peftviz.sweep`: a configuration with a complete run in the store is skipped, one with a stopped run
+    resumed, unless `force`; a run that fails does not stop the others), then import the models `imports`
+    (ImportRequests), in a child process; returns the runs. `told` receives each run's `RunOutcome` as it ends.
+    `stoppable(stop)` is handed a function that stops the child (a cancelled job): its run is left incomplete,
+    as a killed run, which the next job of the same settings resumes. With engine "ray" each run is one Ray task.
 
-    Raises the PeftvizError the child raised (its class and first line), or a TrainingError if
-    the child died without a word (killed, out of memory).
+    Raises the PeftvizError the child raised, or that of its first failed run once the others have ended (its
+    class and first line), or a TrainingError if the child died without a word (killed, out of memory).
     """
     settings = json.dumps(
         {
@@ -76,9 +104,7 @@ def compare_in_process(
             "force": force,
         }
     )
-    child = subprocess.Popen(
-        [*COMMAND, str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_child_env()
-    )
+    child = subprocess.Popen([*COMMAND, str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     if stoppable is not None:
         stoppable(child.terminate)
     try:
@@ -87,6 +113,8 @@ def compare_in_process(
             message = json.loads(line)
             if "progress" in message:
                 progress(Progress(**message["progress"]))
+            elif "outcome" in message:
+                (told or (lambda outcome: None))(RunOutcome(**message["outcome"]))
             elif "runs" in message:
                 return [load_run(Path(path)) for path in message["runs"]]
             else:
@@ -103,11 +131,6 @@ def _send(child: subprocess.Popen, settings: str) -> None:
     except BrokenPipeError:  # it died before reading them: its exit code is the news, read after this
         with contextlib.suppress(BrokenPipeError):
             child.stdin.close()  # closes the pipe even though the flush fails again
-
-
-def _child_env() -> dict[str, str]:
-    """The server's environment, with this checkout first on the path whatever the server's cwd."""
-    return {**os.environ, "PYTHONPATH": child_python_path()}
 
 
 def _end(child: subprocess.Popen) -> None:
@@ -132,34 +155,40 @@ def _answer(channel, message: dict) -> None:
     channel.flush()
 
 
-def sweep_here(configs: list[TrainConfig], runs_dir: Path, report, force: bool = False) -> list:
-    """The configs as a sweep in this process (`peftviz.sweep.plan`, local engine): the trainer's events of the runs
-    it trains or resumes, SKIPPED for those already complete. Raises if any run failed, naming the first."""
-    from peftviz.sweep.plan import run_sweep
+def sweep_here(configs: list[TrainConfig], runs_dir: Path, report, force: bool = False, resume=(), told=None) -> list:
+    """The stopped runs `resume` (folders), then the configs, as a sweep in this process (`peftviz.sweep`, local
+    engine): the trainer's events of the runs it trains or resumes, SKIPPED for those already complete, and each
+    run's `RunOutcome` to `told`. Returns the sweep's Outcomes: a failed run does not stop the others."""
+    from peftviz.sweep import run_sweep
 
-    outcomes = run_sweep(configs, runs_dir, "local", force, on_progress=_told_when(report, "skip"), run_progress=report)
-    return _all_complete(outcomes)
-
-
-def sweep_on_ray(configs: list[TrainConfig], runs_dir: Path, report, force: bool = False) -> list:
-    """The configs as a sweep on Ray (`peftviz.sweep.plan`): as `sweep_here`, each run one task. A run's events are
-    those a Ray task tells: queued, then done (or SKIPPED) or failed. Raises if any run failed, naming the first."""
-    from peftviz.sweep.plan import run_sweep
-
-    for config in configs:
-        report(Progress(config.run_title, "queued on Ray", 0, config.epochs))
-    outcomes = run_sweep(configs, runs_dir, "ray", force, on_progress=_told_when(report, "skip", "train", "resume"))
-    return _all_complete(outcomes)
+    finished = _told_when(report, told, "skip")
+    return run_sweep(configs, runs_dir, "local", force, on_progress=finished, run_progress=report, resume=resume)
 
 
-def _told_when(report, *actions: str):
-    """A sweep callback that reports each finished configuration whose action is one of `actions`: SKIPPED
-    for a skipped one, else done or failed (the trainer's own events tell the rest)."""
+def sweep_on_ray(configs: list[TrainConfig], runs_dir: Path, report, force: bool = False, resume=(), told=None) -> list:
+    """As `sweep_here`, each run one Ray task. A run's events are those a Ray task tells: queued, then done (or
+    SKIPPED) or failed."""
+    from peftviz.sweep import run_sweep
+
+    for title, epochs in [(run.config.run_title, run.config.epochs) for run in map(load_run, resume)] + [
+        (config.run_title, config.epochs) for config in configs
+    ]:
+        report(Progress(title, "queued on Ray", 0, epochs))
+    finished = _told_when(report, told, "skip", "train", "resume")
+    return run_sweep(configs, runs_dir, "ray", force, on_progress=finished, resume=resume)
+
+
+def _told_when(report, told, *actions: str):
+    """A sweep callback that tells `told` each finished configuration's `RunOutcome`, and `report` a Progress event
+    where its action is one of `actions`: SKIPPED for a skipped one, else done or failed (the trainer's own events
+    tell the rest)."""
     reported: list = []  # the outcomes already told
 
     def finished(counts) -> None:
         for outcome in counts.finished[len(reported) :]:
             reported.append(outcome)
+            if told is not None:
+                told(RunOutcome.of(outcome))
             config, action = outcome.planned.config, outcome.planned.action
             if action not in actions:
                 continue
@@ -170,16 +199,16 @@ def _told_when(report, *actions: str):
     return finished
 
 
-def _all_complete(outcomes: list) -> list:
-    """The runs of a sweep's outcomes; else the first failure as its own kind of error (a one-run job's
-    error as it was raised, a longer job's with how many failed and which)."""
+def _failures(outcomes: list) -> dict | None:
+    """The answer for a sweep with failed runs (None when none failed): the first failure as its own kind of error
+    (a one-run job's error as it was raised, a longer job's with how many failed and which)."""
     failed = [outcome for outcome in outcomes if outcome.failed]
     if not failed:
-        return [outcome.run for outcome in outcomes]
+        return None
     first = failed[0]
     message = first.error if len(outcomes) == 1 else (
         f"{len(failed)} of {len(outcomes)} runs failed; {first.planned.config.run_title}: {first.error}")  # fmt: skip
-    raise _error({"error": first.error_kind, "message": message or "training failed"})
+    return {"error": first.error_kind, "message": message or "training failed"}
 
 
 def _import(values: dict, runs_dir: Path, report):
@@ -194,22 +223,22 @@ def main(parent: int) -> None:
     channel = os.fdopen(os.dup(1), "w")
     os.nice(NICENESS)
     os.dup2(2, 1)  # stray prints (libraries, warnings) go to stderr, never into the answers
-    from peftviz.training.trainer import resume
 
-    def report(event) -> None:
+    def report(event, kind: str = "progress") -> None:
         if os.getppid() != parent:  # the server is gone: stop like a killed run, resumable from the CLI
             os._exit(1)
-        _answer(channel, {"progress": asdict(event)})
+        _answer(channel, {kind: asdict(event)})
 
     try:
         settings = json.loads(sys.stdin.read())
         configs = [TrainConfig.from_dict(values) for values in settings["configs"]]
-        runs = [resume(load_run(Path(path)), report) for path in settings.get("resume", [])]
+        resume, runs_dir = [Path(path) for path in settings.get("resume", [])], Path(settings["runs_dir"])
         sweep = sweep_on_ray if settings.get("engine", "local") == "ray" else sweep_here
-        if configs:
-            runs += sweep(configs, Path(settings["runs_dir"]), report, settings.get("force", False) is True)
-        runs += [_import(values, Path(settings["runs_dir"]), report) for values in settings.get("imports", [])]
-        _answer(channel, {"runs": [str(run.path) for run in runs]})
+        force, told = settings.get("force", False) is True, lambda outcome: report(outcome, "outcome")
+        outcomes = sweep(configs, runs_dir, report, force, resume, told) if configs or resume else []
+        runs = [outcome.run for outcome in outcomes if not outcome.failed]
+        runs += [_import(values, runs_dir, report) for values in settings.get("imports", [])]
+        _answer(channel, _failures(outcomes) or {"runs": [str(run.path) for run in runs]})
     except PeftvizError as err:
         first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
         _answer(channel, {"error": type(err).__name__, "message": first_line})

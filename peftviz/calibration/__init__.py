@@ -1,10 +1,11 @@
 """Calibration of a classifier's predicted probabilities: metrics, their estimators, statistics and recalibration.
 
-    metrics        ECE, MCE, ACE, classwise ECE, Brier, NLL, reliability bins, temperature scaling
+    metrics        ECE, MCE, ACE, classwise ECE, Brier, NLL (the registry's estimators on all data),
+                   reliability bins, temperature scaling
     checks         the input checks every function here applies (probabilities, labels, binning)
     binning        equal-width and equal-mass bins and their per-bin sums, shared by the metrics and estimators
     smooth_ece     smooth ECE (Błasiok & Nakkiran 2024) of many bootstrap resamples at once
-    estimators     point estimates and bootstrap intervals of every metric, one registry (`ESTIMATORS`)
+    estimators     every metric, once: one registry (`ESTIMATORS`), point estimates and bootstrap intervals
     stats          resampling, intervals and significance over examples and seeds
     recalibration  maps fitted on validation predictions, applied to test predictions
 

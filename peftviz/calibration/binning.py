@@ -17,8 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from peftviz.calibration.checks import check_binning, check_inputs
-
 
 def top_label(probs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Top-label confidence and whether the argmax prediction is correct, per example."""
@@ -67,15 +65,6 @@ class BinTotals:
     confidence_sum: np.ndarray
     hit_sum: np.ndarray  # number of correct (or positive) examples
 
-    @property
-    def nonempty(self) -> np.ndarray:
-        return self.count > 0
-
-    def abs_gaps(self) -> np.ndarray:
-        """|acc_b - conf_b| for the non-empty bins only."""
-        n = self.count[self.nonempty]
-        return np.abs(self.hit_sum[self.nonempty] - self.confidence_sum[self.nonempty]) / n
-
 
 def bin_totals(confidence: np.ndarray, hits: np.ndarray, n_bins: int, scheme: str) -> BinTotals:
     bin_ids, n_used = bin_ids_of(confidence, n_bins, scheme)
@@ -84,18 +73,6 @@ def bin_totals(confidence: np.ndarray, hits: np.ndarray, n_bins: int, scheme: st
         confidence_sum=np.bincount(bin_ids, weights=confidence, minlength=n_used),
         hit_sum=np.bincount(bin_ids, weights=hits.astype(np.float64), minlength=n_used),
     )
-
-
-def ece_from_totals(totals: BinTotals) -> float:
-    # (n_b / N) |acc_b - conf_b| = |hits_b - conf_sum_b| / N: no per-bin division needed
-    return float(np.abs(totals.hit_sum - totals.confidence_sum).sum() / totals.count.sum())
-
-
-def top_label_totals(probs, labels, n_bins: int, scheme: str) -> BinTotals:
-    probs, labels = check_inputs(probs, labels)
-    check_binning(n_bins, scheme)
-    confidence, correct = top_label(probs, labels)
-    return bin_totals(confidence, correct, n_bins, scheme)
 
 
 def bins_of(confidence: np.ndarray, hits: np.ndarray, n_bins: int, scheme: str) -> dict[str, np.ndarray]:
@@ -127,22 +104,60 @@ def bin_edges(confidence: np.ndarray, n_bins: int, scheme: str) -> tuple[np.ndar
 # ---------------------------------------------------------------- bootstrap
 
 
+@dataclass(frozen=True)
+class RowBinTotals:
+    """Per resample row (axis 0) and bin (axis 1): example count, confidence sum, hit sum."""
+
+    count: np.ndarray
+    confidence_sum: np.ndarray
+    hit_sum: np.ndarray
+
+    def eces(self) -> np.ndarray:
+        """ECE per row: sum_b (n_b / N) |acc_b - conf_b| = sum_b |hits_b - conf_sum_b| / N, no per-bin division."""
+        return np.abs(self.hit_sum - self.confidence_sum).sum(axis=1) / self.count.sum(axis=1)
+
+    def abs_gaps(self) -> np.ndarray:
+        """|acc_b - conf_b| = |hits_b - conf_sum_b| / n_b per row and bin; 0 in an empty bin (sums of 0)."""
+        return np.abs(self.hit_sum - self.confidence_sum) / np.maximum(self.count, 1)
+
+
+def row_offsets(n_rows: int, n_groups: int, group_ids: np.ndarray) -> np.ndarray:
+    """Flat ids r * n_groups + group, so one bincount totals every row at once."""
+    return (np.arange(n_rows)[:, None] * n_groups + group_ids).ravel()
+
+
+def row_sums(flat_ids: np.ndarray, n_rows: int, n_groups: int, weights=None) -> np.ndarray:
+    return np.bincount(flat_ids, weights=weights, minlength=n_rows * n_groups).reshape(n_rows, n_groups)
+
+
+def row_bin_ids(values: np.ndarray, indices: np.ndarray, n_bins: int, scheme: str) -> tuple[np.ndarray, int]:
+    """Bin of each entry of indices (R, N), and the number of bins; equal-mass bins are re-cut per row.
+
+    The ids stay in each row's own order, so a row's sums add its examples in the order `bin_totals`
+    adds them: the identity row gives `bin_totals`' sums bit for bit."""
+    if scheme == "width":
+        return width_bin_ids(values, n_bins)[indices], n_bins
+    order = np.argsort(values[indices], axis=1, kind="stable")
+    sizes = mass_group_sizes(indices.shape[1], n_bins)
+    bin_ids = np.empty(indices.shape, dtype=np.int64)
+    np.put_along_axis(bin_ids, order, np.broadcast_to(np.repeat(np.arange(sizes.shape[0]), sizes), order.shape), axis=1)
+    return bin_ids, sizes.shape[0]
+
+
+def row_bin_totals(values: np.ndarray, hits: np.ndarray, indices: np.ndarray, n_bins: int, scheme: str) -> RowBinTotals:
+    """Bin totals of every resample row (one row of indices each), all rows in one flat bincount each."""
+    n_rows = indices.shape[0]
+    bin_ids, n_used = row_bin_ids(values, indices, n_bins, scheme)
+    flat = row_offsets(n_rows, n_used, bin_ids)
+    return RowBinTotals(
+        count=row_sums(flat, n_rows, n_used),
+        confidence_sum=row_sums(flat, n_rows, n_used, values[indices].ravel()),
+        hit_sum=row_sums(flat, n_rows, n_used, hits[indices].astype(np.float64).ravel()),
+    )
+
+
 def resampled_eces(
     confidence: np.ndarray, correct: np.ndarray, resample_idx: np.ndarray, n_bins: int, scheme: str
 ) -> np.ndarray:
-    """ECE of each resample (one row of indices each), all at once with one flat bincount."""
-    n_resamples, n_examples = resample_idx.shape
-    signed_gap = correct.astype(np.float64) - confidence  # per example: hit - conf
-    if scheme == "width":
-        bin_ids = width_bin_ids(confidence, n_bins)[resample_idx]
-        n_used = n_bins
-    else:
-        # equal-mass bins are re-cut on every resample: sort each row, then position -> group
-        row_order = np.argsort(confidence[resample_idx], axis=1, kind="stable")
-        resample_idx = np.take_along_axis(resample_idx, row_order, axis=1)
-        sizes = mass_group_sizes(n_examples, n_bins)
-        n_used = sizes.shape[0]
-        bin_ids = np.broadcast_to(np.repeat(np.arange(n_used), sizes), resample_idx.shape)
-    flat_ids = (np.arange(n_resamples)[:, None] * n_used + bin_ids).ravel()
-    gap_sums = np.bincount(flat_ids, weights=signed_gap[resample_idx].ravel(), minlength=n_resamples * n_used)
-    return np.abs(gap_sums.reshape(n_resamples, n_used)).sum(axis=1) / n_examples
+    """ECE of each resample (one row of indices each), all at once."""
+    return row_bin_totals(confidence, correct, resample_idx, n_bins, scheme).eces()

@@ -5,6 +5,14 @@ Top-label view unless said: confidence c_i = max_k p_ik, correct h_i = 1[argmax_
 Binned estimators use calibration's bins (``scheme`` "width" or "mass", ``n_bins``); per non-empty
 bin b with n_b examples: conf_b = mean c_i, acc_b = mean h_i, and w_b = n_b / N.
 
+This registry is the one source of every metric: `peftviz.calibration.metrics` (ece, mce, ...) and the
+numbers a training run writes per epoch (`peftviz.training.inference.evaluation_metrics`) are its
+estimators on the identity resample, and the pages and ``report`` read its point values and intervals.
+Its arithmetic is the one those per-epoch numbers always had, so stores trained before and after it
+computed them agree to the last bit: a bin's sums add its examples in the row's order (equal-mass bins
+too), ECE = sum_b |hits_b - conf_sum_b| / N, a bin's gap = |hits_b - conf_sum_b| / n_b, and macro F1
+averages over the present classes only, as sklearn does.
+
 The estimators, by their names in ESTIMATORS
 ---------------------------------------------
 * accuracy = (1/N) sum_i h_i
@@ -32,7 +40,8 @@ The estimators, by their names in ESTIMATORS
   the paper's definition and its authors' code (caltrain ``em_monotonic_sweep``); it is not the
   largest monotone b overall, which can jump to a huge b after a run of non-monotone ones. Bins are
   calibration's equal-mass bins. Own code: no installed library has it.
-* classwise_ece = (1/C) sum_k ECE(p_k, 1[y = k]) (Kull et al. 2019); mce = max_b |acc_b - conf_b|
+* classwise_ece = (1/C) sum_k ECE(p_k, 1[y = k]) (Kull et al. 2019); mce = max_b |acc_b - conf_b|;
+  ace = mean of |acc_b - conf_b| over the non-empty bins, unweighted (netcal's ACE, Neumann et al. 2018)
 * nll = -(1/N) sum_i log max(p_i,y_i, 1e-12); brier = (1/N) sum_i sum_k (p_ik - 1[y_i = k])^2
 * CORP Brier decomposition (Dimitriadis, Gneiting & Jordan, PNAS 2021), one-vs-rest per class and
   summed over k (the multiclass Brier score is sum_k BS(p_k) with BS(x) = (1/N) sum_i (x_i - o_ik)^2,
@@ -63,7 +72,7 @@ The registry names every estimator; each entry says how to read it and computes 
 >>> list(ESTIMATORS)[:6]
 ['accuracy', 'macro_f1', 'ece', 'ece_mass', 'debiased_ece', 'smooth_ece']
 >>> len(ESTIMATORS)
-14
+15
 >>> ESTIMATORS["ece"].heading, ESTIMATORS["ece"].lower_is_better
 ('ECE (equal width)', True)
 >>> round(ESTIMATORS["ece"].compute([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.7, 0.3]], [0, 1, 1, 0]), 4)
@@ -78,24 +87,18 @@ from functools import cached_property
 
 import numpy as np
 
-from peftviz.calibration import binning, checks
-from peftviz.calibration.metrics import PROB_FLOOR
+# names from the modules (not `from peftviz.calibration import binning`): the package's __init__
+# imports metrics, which imports this module
+from peftviz.calibration.binning import RowBinTotals, mass_group_sizes, row_bin_totals, row_offsets, row_sums, top_label
+from peftviz.calibration.checks import check_binning, check_inputs, check_probs
 from peftviz.calibration.stats import LEVEL, check_resampling, interval_around, resample_indices
 from peftviz.errors import ConfigError
 
 _CHUNK_ELEMENTS = 2_000_000  # resample rows x N per pass: bounds the work arrays to ~100 MB
+PROB_FLOOR = 1e-12  # clip before log: a wrong prediction with p_y = 0 gives NLL ~27.6, not inf
 
 
 # ---------------------------------------------------------------- per-chunk data
-
-
-@dataclass(frozen=True)
-class _RowBinTotals:
-    """Per resample row (axis 0) and bin (axis 1): example count, confidence sum, hit sum."""
-
-    count: np.ndarray
-    confidence_sum: np.ndarray
-    hit_sum: np.ndarray
 
 
 class _Resamples:
@@ -104,46 +107,26 @@ class _Resamples:
     def __init__(self, probs: np.ndarray, labels: np.ndarray, indices: np.ndarray, n_bins: int, scheme: str):
         self.probs, self.labels, self.indices = probs, labels, indices
         self.n_bins, self.scheme = n_bins, scheme
-        self.confidence, self.correct = binning.top_label(probs, labels)
+        self.confidence, self.correct = top_label(probs, labels)
+        self._totals: dict[str, RowBinTotals] = {}
 
     @property
     def n_rows(self) -> int:
         return self.indices.shape[0]
 
-    @cached_property
-    def bin_totals(self) -> _RowBinTotals:
-        return _row_bin_totals(self.confidence, self.correct, self.indices, self.n_bins, self.scheme)
+    def totals(self, scheme: str) -> RowBinTotals:
+        """Top-label bin totals of every row under `scheme` (ece_mass bins by mass whatever `self.scheme`)."""
+        if scheme not in self._totals:
+            self._totals[scheme] = row_bin_totals(self.confidence, self.correct, self.indices, self.n_bins, scheme)
+        return self._totals[scheme]
+
+    @property
+    def bin_totals(self) -> RowBinTotals:
+        return self.totals(self.scheme)
 
     @cached_property
     def brier_terms(self) -> dict[str, np.ndarray]:
         return _brier_decomposition(self.probs, self.labels, self.indices)
-
-
-def _row_offsets(n_rows: int, n_groups: int, group_ids: np.ndarray) -> np.ndarray:
-    """Flat ids r * n_groups + group, so one bincount totals every row at once."""
-    return (np.arange(n_rows)[:, None] * n_groups + group_ids).ravel()
-
-
-def _row_sums(flat_ids: np.ndarray, n_rows: int, n_groups: int, weights=None) -> np.ndarray:
-    return np.bincount(flat_ids, weights=weights, minlength=n_rows * n_groups).reshape(n_rows, n_groups)
-
-
-def _row_bin_totals(values, hits, indices, n_bins: int, scheme: str) -> _RowBinTotals:
-    """Bin totals of every resample row; equal-mass bins are re-cut per row as calibration does."""
-    n_rows, n_examples = indices.shape
-    if scheme == "width":
-        bin_ids, n_used = binning.width_bin_ids(values, n_bins)[indices], n_bins
-    else:
-        indices = np.take_along_axis(indices, np.argsort(values[indices], axis=1, kind="stable"), axis=1)
-        sizes = binning.mass_group_sizes(n_examples, n_bins)
-        n_used = sizes.shape[0]
-        bin_ids = np.broadcast_to(np.repeat(np.arange(n_used), sizes), indices.shape)
-    flat = _row_offsets(n_rows, n_used, bin_ids)
-    return _RowBinTotals(
-        count=_row_sums(flat, n_rows, n_used),
-        confidence_sum=_row_sums(flat, n_rows, n_used, values[indices].ravel()),
-        hit_sum=_row_sums(flat, n_rows, n_used, hits[indices].astype(np.float64).ravel()),
-    )
 
 
 # ---------------------------------------------------------------- estimators, one value per row
@@ -156,24 +139,37 @@ def _accuracy(s: _Resamples) -> np.ndarray:
 def _macro_f1(s: _Resamples) -> np.ndarray:
     """Macro F1 from per-row confusion counts (numpy, not sklearn: it runs on every resample)."""
     n_classes = s.probs.shape[1]
-    true_ids = _row_offsets(s.n_rows, n_classes, s.labels[s.indices])
-    pred_ids = _row_offsets(s.n_rows, n_classes, s.probs.argmax(axis=1)[s.indices])
-    n_true = _row_sums(true_ids, s.n_rows, n_classes)
-    n_pred = _row_sums(pred_ids, s.n_rows, n_classes)
-    true_positives = _row_sums(true_ids, s.n_rows, n_classes, s.correct[s.indices].astype(np.float64).ravel())
+    true_ids = row_offsets(s.n_rows, n_classes, s.labels[s.indices])
+    pred_ids = row_offsets(s.n_rows, n_classes, s.probs.argmax(axis=1)[s.indices])
+    n_true = row_sums(true_ids, s.n_rows, n_classes)
+    n_pred = row_sums(pred_ids, s.n_rows, n_classes)
+    true_positives = row_sums(true_ids, s.n_rows, n_classes, s.correct[s.indices].astype(np.float64).ravel())
     present = (n_true + n_pred) > 0
     f1 = 2 * true_positives / np.where(present, n_true + n_pred, 1)
-    return f1.sum(axis=1) / present.sum(axis=1)
+    return _mean_of_used(f1, present)  # over the present classes alone, as sklearn averages
+
+
+def _mean_of_used(values: np.ndarray, used: np.ndarray) -> np.ndarray:
+    """Per row, np.mean(values[row][used[row]]) to the last bit. Zeros summed in would regroup numpy's
+    pairwise sum (8 entries or more) and move the last bit, so each row's used entries move to the front,
+    in order, and rows with the same count k sum their first k entries together."""
+    packed = np.take_along_axis(values, np.argsort(~used, axis=1, kind="stable"), axis=1)
+    counts = used.sum(axis=1)
+    means = np.empty(values.shape[0])
+    for k in np.unique(counts):
+        rows = counts == k
+        means[rows] = packed[rows, :k].sum(axis=1) / k
+    return means
 
 
 def _binned_ece(scheme: str) -> Callable[[_Resamples], np.ndarray]:
     def resampled(s: _Resamples) -> np.ndarray:
-        return binning.resampled_eces(s.confidence, s.correct, s.indices, s.n_bins, scheme)
+        return s.totals(scheme).eces()
 
     return resampled
 
 
-def _bin_gaps(totals: _RowBinTotals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _bin_gaps(totals: RowBinTotals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """acc_b - conf_b, acc_b and count (empty bins: gap 0, acc 0) per row and bin."""
     count = np.maximum(totals.count, 1)  # empty bins have zero sums, so they give 0, not 0/0
     accuracy = totals.hit_sum / count
@@ -181,8 +177,11 @@ def _bin_gaps(totals: _RowBinTotals) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def _mce(s: _Resamples) -> np.ndarray:
-    gap, _, _ = _bin_gaps(s.bin_totals)
-    return np.abs(gap).max(axis=1)
+    return s.bin_totals.abs_gaps().max(axis=1)  # an empty bin's 0 never exceeds a non-empty one's gap
+
+
+def _ace(s: _Resamples) -> np.ndarray:
+    return _mean_of_used(s.bin_totals.abs_gaps(), s.bin_totals.count > 0)  # over each row's non-empty bins
 
 
 def _folded_normal_mean(mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
@@ -220,7 +219,7 @@ def _sweep_bin_counts(hits_before: np.ndarray) -> np.ndarray:
     for n_bins in range(2, n_examples + 1):
         if sweeping.size == 0:
             break
-        sizes = binning.mass_group_sizes(n_examples, n_bins)
+        sizes = mass_group_sizes(n_examples, n_bins)
         ends = np.cumsum(sizes)
         hits = hits_before[sweeping]  # (S, N + 1): integers, exact in float64
         accuracy = (hits[:, ends] - hits[:, ends - sizes]) / sizes  # (S, b)
@@ -248,7 +247,7 @@ def _ece_sweep(s: _Resamples) -> np.ndarray:
     eces = np.empty(chosen.shape[0])
     for n_bins in np.unique(chosen):
         at = chosen == n_bins
-        edges = np.concatenate([[0], np.cumsum(binning.mass_group_sizes(n_examples, int(n_bins)))])  # (b + 1,)
+        edges = np.concatenate([[0], np.cumsum(mass_group_sizes(n_examples, int(n_bins)))])  # (b + 1,)
         gaps = np.diff(hits_before[at][:, edges], axis=1) - np.diff(confidence_before[at][:, edges], axis=1)
         eces[at] = np.abs(gaps).sum(axis=1) / n_examples  # sum_b |hits_b - conf_b| / N
     return eces
@@ -256,9 +255,10 @@ def _ece_sweep(s: _Resamples) -> np.ndarray:
 
 def _classwise_ece(s: _Resamples) -> np.ndarray:
     n_classes = s.probs.shape[1]
-    per_class = [_row_bin_totals(s.probs[:, k], s.labels == k, s.indices, s.n_bins, s.scheme) for k in range(n_classes)]
-    eces = [np.abs(t.hit_sum - t.confidence_sum).sum(axis=1) / s.indices.shape[1] for t in per_class]
-    return np.mean(eces, axis=0)
+    per_class = [
+        row_bin_totals(s.probs[:, k], s.labels == k, s.indices, s.n_bins, s.scheme).eces() for k in range(n_classes)
+    ]
+    return np.stack(per_class, axis=1).mean(axis=1)  # (R, C) -> (R,): each row summed as one array
 
 
 def _nll(s: _Resamples) -> np.ndarray:
@@ -278,7 +278,7 @@ def _brier_decomposition(probs, labels, indices) -> dict[str, np.ndarray]:
     """Reliability, resolution and uncertainty per row, summed over the one-vs-rest classes."""
     n_rows, n_examples = indices.shape
     # copies[r, i]: how many times row r holds example i
-    copies = _row_sums(_row_offsets(n_rows, n_examples, indices), n_rows, n_examples)
+    copies = row_sums(row_offsets(n_rows, n_examples, indices), n_rows, n_examples)
     terms = {name: np.zeros(n_rows) for name in ("reliability", "resolution", "uncertainty")}
     for k in range(probs.shape[1]):
         for name, value in _corp_terms(probs[:, k], (labels == k).astype(np.float64), copies).items():
@@ -290,9 +290,9 @@ def _corp_terms(forecast: np.ndarray, outcome: np.ndarray, copies: np.ndarray) -
     """CORP terms of one binary problem for every row of example copy counts."""
     n_rows, n_examples = copies.shape
     distinct, group = np.unique(forecast, return_inverse=True)  # ties pooled, as sklearn's fit does
-    flat = _row_offsets(n_rows, distinct.shape[0], group)
-    weight = _row_sums(flat, n_rows, distinct.shape[0], copies.ravel().astype(np.float64))
-    hits = _row_sums(flat, n_rows, distinct.shape[0], (copies * outcome).ravel())
+    flat = row_offsets(n_rows, distinct.shape[0], group)
+    weight = row_sums(flat, n_rows, distinct.shape[0], copies.ravel().astype(np.float64))
+    hits = row_sums(flat, n_rows, distinct.shape[0], (copies * outcome).ravel())
     score = copies @ (forecast - outcome) ** 2 / n_examples  # BS(p_k)
     recalibrated = np.array([_pav_score(w, h) for w, h in zip(weight, hits)]) / n_examples  # BS(x_k)
     base_rate = hits.sum(axis=1) / n_examples
@@ -374,6 +374,7 @@ ESTIMATORS: dict[str, Estimator] = _registry(
     ),
     Estimator("classwise_ece", "Classwise ECE", _classwise_ece, True, "mean over classes of the one-vs-rest ECE"),
     Estimator("mce", "MCE", _mce, True, "largest |accuracy - confidence| over non-empty bins"),
+    Estimator("ace", "ACE", _ace, True, "mean |accuracy - confidence| over non-empty bins, unweighted"),
     Estimator("nll", "NLL", _nll, True, "mean negative log-likelihood of the true label"),
     Estimator("brier", "Brier", _brier, True, "mean squared distance to the one-hot label, in [0, 2]"),
     Estimator(
@@ -448,8 +449,8 @@ def bootstrap_samples(
     >>> bootstrap_samples(probs, labels, indices, metrics=["accuracy", "ece"])  # row 1: (1.2 + 0.3 + 0.2) / 4
     {'accuracy': array([0.75, 0.5 , 1.  ]), 'ece': array([0.3  , 0.425, 0.175])}
     """
-    probs, labels = checks.check_inputs(probs, labels)
-    checks.check_binning(n_bins, scheme)
+    probs, labels = check_inputs(probs, labels)
+    check_binning(n_bins, scheme)
     names = _check_metrics(metrics)
     indices = _check_indices(indices, probs.shape[0])
     chunk = max(1, _CHUNK_ELEMENTS // probs.shape[0])
@@ -484,7 +485,7 @@ def point_estimates(
     >>> round(brier["brier_reliability"] - brier["brier_resolution"] + brier["brier_uncertainty"], 4)
     0.531
     """
-    probs = checks.check_probs(probs)
+    probs = check_probs(probs)
     identity = np.arange(probs.shape[0])[None, :]
     samples = bootstrap_samples(probs, labels, identity, n_bins, scheme, metrics)
     return {name: float(values[0]) for name, values in samples.items()}
@@ -502,7 +503,7 @@ def estimate_all(
 ) -> dict[str, Estimate]:
     """Point value and percentile bootstrap interval of each estimator, on shared resample rows.
 
-    Measured (N = 213, 5 classes, all 14 estimators, 1000 resamples, one core of a loaded 2-core
+    Measured (N = 213, 5 classes, the 14 estimators before ace, 1000 resamples, one core of a loaded 2-core
     machine): 0.48 s, of which smooth_ece 0.28 s (`peftviz.calibration.smooth_ece`, all rows at once; one
     relplot.smECE call per row took 6.4 s on the same rows), the three Brier terms together 0.12 s,
     ece_sweep 0.02 s, the rest 0.06 s.
@@ -591,11 +592,11 @@ def smooth_reliability(probs, labels, n_resamples: int = 200, seed: int = 0, ban
     >>> bool(np.all(plain.lower == plain.curve) and np.all(plain.upper == plain.curve))
     True
     """
-    probs, labels = checks.check_inputs(probs, labels)
+    probs, labels = check_inputs(probs, labels)
     check_resampling(n_resamples, LEVEL)
     from relplot import prepare_rel_diagram  # local: imports matplotlib and seaborn
 
-    confidence, correct = binning.top_label(probs, labels)
+    confidence, correct = top_label(probs, labels)
     out = prepare_rel_diagram(confidence, correct.astype(np.float64), plot_confidence_band=False,
                               report_CE_std=False)  # fmt: skip
     mesh, sigma = np.asarray(out["mesh"], dtype=np.float64), float(out["sigma"])
@@ -625,9 +626,9 @@ def bootstrap_fits(confidence, correct, sigma: float, mesh: np.ndarray, indices:
     >>> bool(np.allclose(fits[0], plain.curve))
     True
     """
-    from peftviz.calibration import smooth_ece
+    from peftviz.calibration.smooth_ece import DENSITY_FLOOR, example_counts, smoothing_operator
 
-    operator = smooth_ece.smoothing_operator(confidence, sigma, mesh)  # (N, T)
-    counts = smooth_ece.example_counts(indices, len(confidence))  # (R, N)
+    operator = smoothing_operator(confidence, sigma, mesh)  # (N, T)
+    counts = example_counts(indices, len(confidence))  # (R, N)
     hits = counts @ (correct.astype(np.float64)[:, None] * operator)  # (R, T)
-    return hits / (counts @ operator + smooth_ece.DENSITY_FLOOR)
+    return hits / (counts @ operator + DENSITY_FLOOR)

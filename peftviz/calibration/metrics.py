@@ -1,5 +1,11 @@
 """Calibration metrics for multi-class classifiers, from predicted probabilities.
 
+One source: every scalar here (`accuracy` ... `nll`, `summary`) is the estimator of that name in
+`peftviz.calibration.estimators.ESTIMATORS` on all data (the identity resample), so these numbers, the
+ones a training run writes per epoch and the ones the pages show are computed by one piece of code.
+``ece(..., scheme="mass")`` is the registry's ``ece_mass``. The per-bin tables and temperature scaling
+are this module's own.
+
 Inputs everywhere: ``probs`` of shape (N, C), each row a probability vector (rows are
 assumed to sum to 1; this is not checked, so softmax outputs in float32 are fine), and
 integer ``labels`` of shape (N,) with values in [0, C).
@@ -56,11 +62,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from peftviz.calibration.binning import bin_totals, bins_of, ece_from_totals, top_label, top_label_totals
+from peftviz.calibration.binning import bins_of, top_label
 from peftviz.calibration.checks import SCHEMES, check_binning, check_inputs, check_probs
+from peftviz.calibration.estimators import PROB_FLOOR, point_estimates
 from peftviz.errors import ConfigError
 
-PROB_FLOOR = 1e-12  # clip before log: a wrong prediction with p_y = 0 gives NLL ~27.6, not inf
+# `summary`'s names, each the registry's estimator of that name; "ece" bins as `scheme` says
+SUMMARY = ("accuracy", "ece", "mce", "ace", "classwise_ece", "brier", "nll")
+ECE_OF_SCHEME = {"width": "ece", "mass": "ece_mass"}  # the registry's name of each scheme's top-label ECE
 LOG_TEMPERATURE_BOUNDS = (-5.0, 5.0)  # T in [0.0067, 148]: far beyond any sane fitted temperature
 __all__ = [
     "SCHEMES",
@@ -82,18 +91,22 @@ __all__ = [
 # ---------------------------------------------------------------- metrics
 
 
+def _point(name: str, probs, labels, n_bins: int = 10, scheme: str = "width") -> float:
+    """The registry's estimator `name` on all data: the one computation behind these numbers."""
+    return point_estimates(probs, labels, n_bins, scheme, metrics=[name])[name]
+
+
 def accuracy(probs, labels) -> float:
     """Fraction of examples whose argmax prediction equals the label.
 
     >>> accuracy([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8]], [0, 1, 1])  # the second is wrong
     0.6666666666666666
     """
-    probs, labels = check_inputs(probs, labels)
-    return float(np.mean(probs.argmax(axis=1) == labels))
+    return _point("accuracy", probs, labels)
 
 
 def ece(probs, labels, n_bins: int = 10, scheme: str = "width") -> float:
-    """Top-label expected calibration error: sum_b (n_b / N) |acc_b - conf_b|.
+    """Top-label expected calibration error: sum_b (n_b / N) |acc_b - conf_b| (registry: "ece", or "ece_mass").
 
     >>> probs = [[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.7, 0.3]]  # confidences 0.9, 0.6, 0.8, 0.7
     >>> labels = [0, 1, 1, 0]  # the 0.6 prediction is wrong
@@ -104,7 +117,8 @@ def ece(probs, labels, n_bins: int = 10, scheme: str = "width") -> float:
     >>> round(ece(probs, labels, n_bins=2, scheme="mass"), 4)  # {0.6, 0.7}: |0.5 - 0.65|, {0.8, 0.9}: |1 - 0.85|
     0.15
     """
-    return ece_from_totals(top_label_totals(probs, labels, n_bins, scheme))
+    check_binning(n_bins, scheme)
+    return _point(ECE_OF_SCHEME[scheme], probs, labels, n_bins, scheme)
 
 
 def mce(probs, labels, n_bins: int = 10, scheme: str = "width") -> float:
@@ -113,7 +127,7 @@ def mce(probs, labels, n_bins: int = 10, scheme: str = "width") -> float:
     >>> round(mce([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.7, 0.3]], [0, 1, 1, 0]), 4)  # the wrong 0.6, alone
     0.6
     """
-    return float(top_label_totals(probs, labels, n_bins, scheme).abs_gaps().max())
+    return _point("mce", probs, labels, n_bins, scheme)
 
 
 def ace(probs, labels, n_bins: int = 10, scheme: str = "width") -> float:
@@ -123,7 +137,7 @@ def ace(probs, labels, n_bins: int = 10, scheme: str = "width") -> float:
     >>> round(ace(probs, [0, 1, 1, 0], n_bins=5), 4)  # bins of 1, 2 and 1 examples: (0.6 + 0.25 + 0.1) / 3
     0.3167
     """
-    return float(top_label_totals(probs, labels, n_bins, scheme).abs_gaps().mean())
+    return _point("ace", probs, labels, n_bins, scheme)
 
 
 def classwise_ece(probs, labels, n_bins: int = 10, scheme: str = "width") -> float:
@@ -133,10 +147,7 @@ def classwise_ece(probs, labels, n_bins: int = 10, scheme: str = "width") -> flo
     >>> round(classwise_ece(probs, [0, 1, 1, 0], n_bins=2), 4)  # both classes: |1 - 0.8| / 4 + |0 - 0.2| / 4
     0.1
     """
-    probs, labels = check_inputs(probs, labels)
-    check_binning(n_bins, scheme)
-    per_class = [ece_from_totals(bin_totals(probs[:, k], labels == k, n_bins, scheme)) for k in range(probs.shape[1])]
-    return float(np.mean(per_class))
+    return _point("classwise_ece", probs, labels, n_bins, scheme)
 
 
 def brier(probs, labels) -> float:
@@ -145,9 +156,7 @@ def brier(probs, labels) -> float:
     >>> round(brier([[0.9, 0.1], [0.6, 0.4]], [0, 1]), 4)  # (0.01 + 0.01 + 0.36 + 0.36) / 2
     0.37
     """
-    probs, labels = check_inputs(probs, labels)
-    one_hot = np.eye(probs.shape[1])[labels]
-    return float(np.mean(np.sum((probs - one_hot) ** 2, axis=1)))
+    return _point("brier", probs, labels)
 
 
 def nll(probs, labels) -> float:
@@ -158,9 +167,7 @@ def nll(probs, labels) -> float:
     >>> round(nll([[0.0, 1.0]], [0]), 4)  # -log 1e-12: large, not inf
     27.631
     """
-    probs, labels = check_inputs(probs, labels)
-    true_class_prob = probs[np.arange(labels.shape[0]), labels]
-    return float(np.mean(-np.log(np.maximum(true_class_prob, PROB_FLOOR))))
+    return _point("nll", probs, labels)
 
 
 def reliability_bins(probs, labels, n_bins: int = 10, scheme: str = "width") -> dict[str, np.ndarray]:
@@ -205,15 +212,10 @@ def summary(probs, labels, n_bins: int = 10, scheme: str = "width") -> dict[str,
     >>> {name: round(value, 4) for name, value in summary([[0.9, 0.1], [0.6, 0.4]], [0, 1]).items()}
     {'accuracy': 0.5, 'ece': 0.35, 'mce': 0.6, 'ace': 0.35, 'classwise_ece': 0.35, 'brier': 0.37, 'nll': 0.5108}
     """
-    return {
-        "accuracy": accuracy(probs, labels),
-        "ece": ece(probs, labels, n_bins, scheme),
-        "mce": mce(probs, labels, n_bins, scheme),
-        "ace": ace(probs, labels, n_bins, scheme),
-        "classwise_ece": classwise_ece(probs, labels, n_bins, scheme),
-        "brier": brier(probs, labels),
-        "nll": nll(probs, labels),
-    }
+    check_binning(n_bins, scheme)
+    names = {name: ECE_OF_SCHEME[scheme] if name == "ece" else name for name in SUMMARY}
+    values = point_estimates(probs, labels, n_bins, scheme, metrics=list(names.values()))
+    return {name: values[estimator] for name, estimator in names.items()}
 
 
 # ---------------------------------------------------------------- temperature scaling

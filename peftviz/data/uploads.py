@@ -83,7 +83,8 @@ def data_sha256(spec: str) -> str | None:
     """The SHA-256 of the data a dataset spec reads: a file's bytes; for a folder of class sub-folders
     (and the built-in corpus), its .txt files' paths and bytes in sorted order. None for a hub name
     or a path that cannot be read: nothing to compare later."""
-    from peftviz.data.loading import BUILTIN, HUB_DATASETS, bbc_folder  # `datasets` loads here, not on import
+    from peftviz.data.builtin import BUILTIN, bbc_folder  # `datasets` loads here, not on import
+    from peftviz.data.hub import HUB_DATASETS
 
     if spec in HUB_DATASETS:
         return None
@@ -122,7 +123,7 @@ def _file_sha256(path: Path, info: os.stat_result) -> str:
 def _folder_sha256(folder: Path) -> str:
     """The class sub-folders' .txt files, listed by the loader's own functions, so the hash covers
     exactly the files a run reads."""
-    from peftviz.data.loading import class_folders, text_files
+    from peftviz.data.folders import class_folders, text_files
 
     digest = hashlib.sha256()
     for class_dir in class_folders(folder):

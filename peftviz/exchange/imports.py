@@ -57,8 +57,9 @@ from peftviz.modeling.backbones import check_max_length, load_encoder
 from peftviz.modeling.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
 from peftviz.store import schema
+from peftviz.store.migrations import stored_config
 from peftviz.store.runs import Run, load_run
-from peftviz.store.schema import PARAMS_FILE
+from peftviz.store.schema import HF_CLASSIFIER, PARAMS_FILE, PEFT_ADAPTER, PEFTVIZ_EXPORT
 from peftviz.store.writer import RunWriter
 from peftviz.training.config import MAX_LABEL_CHARS, TrainConfig, preset_config
 from peftviz.training.inference import evaluation_metrics, make_loader, pick_device, predict, rebuild, tokenize
@@ -369,7 +370,7 @@ def _load_hf_classifier(source: sources.Source, base: str | None) -> Loaded:
 def _load_peftviz_export(source: sources.Source, base: str | None) -> Loaded:
     manifest = source.json(sources.MANIFEST)
     try:
-        stored = TrainConfig.from_stored(manifest.get("config"))
+        stored = stored_config(manifest.get("config"))
     except ValueError as err:
         raise ExchangeError(f"{source.name}: {sources.MANIFEST}: {err}".splitlines()[0]) from None
     names = manifest.get("label_names")
@@ -386,4 +387,4 @@ def _load_peftviz_export(source: sources.Source, base: str | None) -> Loaded:
     return Loaded(model, tokenizer, stored.model, names, None, settings)
 
 
-LOADERS = {"peft-adapter": _load_peft_adapter, "hf-classifier": _load_hf_classifier, "peftviz": _load_peftviz_export}
+LOADERS = {PEFT_ADAPTER: _load_peft_adapter, HF_CLASSIFIER: _load_hf_classifier, PEFTVIZ_EXPORT: _load_peftviz_export}

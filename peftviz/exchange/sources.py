@@ -20,6 +20,7 @@ from pathlib import Path
 
 from peftviz.errors import ExchangeError
 from peftviz.files import MB, FileProblem, read_text
+from peftviz.store.schema import HF_CLASSIFIER, PEFT_ADAPTER, PEFTVIZ_EXPORT
 
 ADAPTER_CONFIG, ADAPTER_WEIGHTS, PICKLED_ADAPTER = (
     "adapter_config.json",
@@ -27,7 +28,8 @@ ADAPTER_CONFIG, ADAPTER_WEIGHTS, PICKLED_ADAPTER = (
     "adapter_model.bin",
 )
 MANIFEST = "peftviz.json"
-KINDS = {ADAPTER_CONFIG: "peft-adapter", MANIFEST: "peftviz", "config.json": "hf-classifier"}
+# the file that marks each kind of source (`store.schema.IMPORT_KINDS`), in the order they are looked for
+KINDS = {ADAPTER_CONFIG: PEFT_ADAPTER, MANIFEST: PEFTVIZ_EXPORT, "config.json": HF_CLASSIFIER}
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]  # configs, weights, vocabularies
 JSON_LIMIT = 4 * MB

@@ -8,9 +8,10 @@ everything it owns plus whatever it added to the encoder.
 
 What a method tells the rest of peftviz (class attributes and methods below):
 - training: `trains_backbone`, `learning_rates` per preset, `learning_rate_grid` (the papers' search,
-  for `learning_rate_note`), `after_training()` (e.g. head averaging), `comparison_variants()` and
-  `before_training()` (a variant that starts from an earlier run); `run_links` (options naming another
-  run), `linkable_runs()` (the store's runs the app offers for one) and `check_links()`;
+  for `learning_rate_note`), `after_training()` (e.g. head averaging); as data, the `variants` its
+  comparison trains and `starts_from` (the option that takes another run's parameters, and what that
+  run must match). The sweep planner (`peftviz.sweep.variants`) reads them: a method knows nothing of
+  training loops, the store or sweeps;
 - building: `added_positions` (position-table rows it uses besides the text's, checked against
   the encoder with max_length);
 - the analyses: `prefix_keys` (λ(C) and the prefix-mass grid apply), `n_prefix_queries` (prefix
@@ -24,20 +25,16 @@ What a method tells the rest of peftviz (class attributes and methods below):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from torch import Tensor, nn
 
 from peftviz.errors import ConfigError
 from peftviz.modeling.attention_function import AttentionContext
 from peftviz.options import Options
-
-if TYPE_CHECKING:
-    from peftviz.store.runs import Run
-    from peftviz.training.config import TrainConfig
 
 # a learning rate this many times beyond its method's usual range gets a warning (`learning_rate_note`)
 FAR_FACTOR = 10
@@ -46,6 +43,31 @@ FAR_FACTOR = 10
 @dataclass
 class MethodConfig(Options):
     """Base of every method's config. Fields are declared with `option(default, help)`."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One run of a method's comparison: labelled "<method> <label>", with `options` set over the comparison's
+    (and `defaults` written in where the comparison gives none, so the run records them). `starts_from`: the
+    label of the variant of the same comparison, at the same seed, whose trained parameters it starts from
+    (through the method's `StartFrom.option`)."""
+
+    label: str
+    options: Mapping = field(default_factory=dict)
+    defaults: Mapping = field(default_factory=dict)
+    starts_from: str | None = None
+
+
+@dataclass(frozen=True)
+class StartFrom:
+    """A run may start from another run's trained parameters: `option` names that run's parameters file. The
+    starting run is a complete run of the same method whose options include `requires`, with the same
+    `same_settings` (TrainConfig fields) and `same_options` (method options) as the run it starts."""
+
+    option: str
+    requires: Mapping = field(default_factory=dict)
+    same_settings: tuple[str, ...] = ("model",)
+    same_options: tuple[str, ...] = ()
 
 
 class PeftMethod(nn.Module):
@@ -66,8 +88,11 @@ class PeftMethod(nn.Module):
     # the learning rates its papers searched: with `learning_rates`, the usual range (`usual_learning_rates`).
     # The default is the prefix-propagation paper's grid for prefixes (Table 5, {5e-4 … 5e-2})
     learning_rate_grid: ClassVar[tuple[float, ...]] = (5e-4, 5e-2)
-    # options that name another run (not settings: groups of seeds and rebuilding a run ignore them)
-    run_links: ClassVar[frozenset[str]] = frozenset()
+    # the runs its comparison trains (`peftviz.sweep.variants`); empty: one run, the comparison's config as it is
+    variants: ClassVar[tuple[Variant, ...]] = ()
+    # how a run may start from another run's parameters; its option names a run, so it is not a setting (groups
+    # of seeds and rebuilding a run ignore it)
+    starts_from: ClassVar[StartFrom | None] = None
 
     # what the analyses may read
     prefix_keys: ClassVar[bool] = False  # every query attends to learned prefix keys: λ(C) is defined
@@ -158,25 +183,9 @@ class PeftMethod(nn.Module):
         )
 
     @classmethod
-    def linkable_runs(cls, link: str, runs: list[Run], model: str) -> list[Run]:
-        """The runs of `runs` that option `link` (one of `run_links`) may name for a run on `model`: what
-        the app offers to choose from, instead of a path typed into a field."""
-        return []
-
-    @classmethod
-    def check_links(cls, config: TrainConfig, runs: list[Run]) -> None:
-        """ConfigError (one line) when an option of `run_links` in `config` names no run of `runs` it may
-        start from, or one that does not fit `config`: what the app checks before queueing a job."""
-
-    @classmethod
-    def comparison_variants(cls, config: TrainConfig) -> list[TrainConfig]:
-        """The runs of this method in `python -m peftviz compare`: by default just `config`."""
-        return [config]
-
-    @classmethod
-    def before_training(cls, config: TrainConfig, earlier: list[Run]) -> TrainConfig:
-        """The config to train, given the runs a comparison already trained (a variant may start from one)."""
-        return config
+    def start_option(cls) -> str | None:
+        """The option naming another run's parameters (`starts_from`), or None."""
+        return cls.starts_from.option if cls.starts_from else None
 
     @classmethod
     def trained_alpha(cls, options: MethodConfig) -> float | None:

@@ -37,29 +37,27 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from peftviz.errors import ConfigError, RunError
-from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.errors import ConfigError
+from peftviz.files import FileProblem, check_regular
+from peftviz.methods.base import MethodConfig, PeftMethod, StartFrom, Variant
 from peftviz.modeling.backbones import encoder_layers
 from peftviz.options import option
-from peftviz.store.schema import safetensors_header
-
-if TYPE_CHECKING:
-    from peftviz.store.runs import Run
-    from peftviz.training.config import TrainConfig
-
 
 MAX_HEADS = 64
 MAX_HEAD_DIM = 64
 # the heads' starting noise: a fixed generator, not the training seed (seeds differ through the
 # one-head run the heads are copied from); fixed so a page can rebuild a run's starting heads
 NOISE_SEED = 0
+# the largest init_from file read: 64 one-head adapters of head size 64 on a 4096-wide, 48-layer encoder is 200 MB
+INIT_FROM_LIMIT = 1 << 30
 
 
 @dataclass
@@ -82,12 +80,15 @@ class TinyAttentionConfig(MethodConfig):
 
 
 def _read_adapter(path: str) -> dict:
-    """The tensors of `init_from`, a safetensors file checked first (a regular file, its header whole)."""
+    """The tensors of `init_from`: a regular file (no FIFO, device or link) of a bounded size, then read by the
+    safetensors library, which checks its header against the file's bytes. A bad file is one ConfigError line."""
     try:
-        safetensors_header(Path(path), f"init_from {path}")
-    except RunError as err:
-        raise ConfigError(str(err)) from None
-    return load_file(path)
+        check_regular(Path(path), INIT_FROM_LIMIT, follow_symlinks=False)
+        return load_file(path)
+    except FileProblem as problem:
+        raise ConfigError(f"init_from {path}: the file {problem}") from None
+    except (SafetensorError, OSError) as err:
+        raise ConfigError(f"init_from {path}: the file is not a safetensors file ({str(err)[:80]})") from None
 
 
 class TinyAttention(nn.Module):
@@ -192,7 +193,20 @@ class TinyAttentionMethod(PeftMethod):
     config_class = TinyAttentionConfig
     # its Table 4 trains around 8e-4 … 1e-3; the short presets need more to move in three epochs
     learning_rates = {"smoke": 1e-2, "quick": 5e-3, "quick-long": 5e-3, "paper": 1e-3}
-    run_links = frozenset({"init_from"})
+    # the paper's recipe: one head, then four heads started as perturbed copies of it and averaged at the end. The
+    # perturbation is written into the config, so the run records the noise its heads started from (its
+    # default was 0.01 before 0.1)
+    variants = (
+        Variant("1H"),
+        Variant(
+            "4H averaged",
+            {"n_heads": 4, "average_heads": True},
+            defaults={"init_perturbation": TinyAttentionConfig().init_perturbation},
+            starts_from="1H",
+        ),
+    )
+    # every head copies a complete one-head adapter of the same model and head size
+    starts_from = StartFrom("init_from", requires={"n_heads": 1}, same_settings=("model",), same_options=("head_dim",))
     averages_heads = True
     attention_note = "The tiny-attention adapter's own weights are not recorded: below, the encoder's attention."
 
@@ -231,57 +245,3 @@ class TinyAttentionMethod(PeftMethod):
             return None
         self.average_heads_()
         return "averaged"
-
-    @classmethod
-    def comparison_variants(cls, config: TrainConfig) -> list[TrainConfig]:
-        """One head, then four heads started as perturbed copies of it and averaged at the end (the
-        paper's recipe; `before_training` fills in `init_from`). The perturbation is written into the
-        config, so the run records the noise its heads started from (its default was 0.01 before 0.1)."""
-        perturbation = TinyAttentionConfig().init_perturbation
-        four_heads = {"init_perturbation": perturbation, **config.method_options, "n_heads": 4, "average_heads": True}
-        return [
-            replace(config, label=f"{cls.name} 1H"),
-            replace(config, label=f"{cls.name} 4H averaged", method_options=four_heads),
-        ]
-
-    @classmethod
-    def linkable_runs(cls, link: str, runs: list[Run], model: str) -> list[Run]:
-        """`init_from`: the complete one-head runs of this method on `model`, whose adapters every head can copy."""
-        return [run for run in runs if cls._starts_heads(run) and run.config.model == model]
-
-    @classmethod
-    def _starts_heads(cls, run: Run) -> bool:
-        return (run.status == "complete" and run.config is not None and run.config.method == cls.name
-                and run.method_config.n_heads == 1)  # fmt: skip
-
-    @classmethod
-    def check_links(cls, config: TrainConfig, runs: list[Run]) -> None:
-        """`init_from` must be a run of `runs` (the store's, by its parameters' path) that starts these heads:
-        complete, one head, the same model and head size. Said of the run, never of a path."""
-        path = config.method_options.get("init_from")
-        if not path:
-            return
-        run = next((run for run in runs if str(run.params_path) == path), None)
-        if run is None or not run.params_path.is_file():
-            raise ConfigError("the starting run (init_from) is no longer in the store; choose another")
-        if not cls._starts_heads(run):
-            raise ConfigError(f"starting run {run.name} (init_from) is not a complete one-head {cls.name} run")
-        starting = f"starting run {run.name} (init_from)"
-        if run.config.model != config.model:
-            raise ConfigError(
-                f"{starting} was trained on {run.config.model}, not {config.model}; its adapters fit only that model"
-            )
-        head_dim, its_head_dim = config.method_config.head_dim, run.method_config.head_dim
-        if its_head_dim != head_dim:
-            raise ConfigError(f"{starting} has heads of size {its_head_dim}, not {head_dim} (head_dim)")
-
-    @classmethod
-    def before_training(cls, config: TrainConfig, earlier: list[Run]) -> TrainConfig:
-        """A multi-head adapter without `init_from` starts from the comparison's last one-head run."""
-        options = config.method_options
-        if options.get("n_heads", 1) == 1 or options.get("init_from"):
-            return config
-        one_head = [run for run in earlier if run.config.method == cls.name and run.method_config.n_heads == 1]
-        if not one_head:
-            return config
-        return replace(config, method_options={**options, "init_from": str(one_head[-1].params_path)})

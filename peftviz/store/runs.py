@@ -39,6 +39,7 @@ from peftviz.errors import PeftvizError, RunError
 from peftviz.files import remove_stale_temporaries
 from peftviz.paths import store_dir
 from peftviz.store import schema
+from peftviz.store.migrations import stored_config
 from peftviz.store.schema import PARAMS_FILE
 from peftviz.store.writer import writer_alive
 from peftviz.training.config import TrainConfig
@@ -46,14 +47,13 @@ from peftviz.training.config import TrainConfig
 if TYPE_CHECKING:
     from torch import Tensor
 
-STATUSES = ("complete", "training", "incomplete", "failed", "corrupt")
 # a writer may finish an epoch while a reader reads its files one by one: what disagrees then is read again
 READ_ATTEMPTS = 3
 
 
 @dataclass
 class Run:
-    """A run folder as read back. `status` is one of STATUSES; `error` says why for failed/corrupt.
+    """A run folder as read back. `status` is one of `schema.STATUSES`; `error` says why for failed/corrupt.
 
     config: the run's settings (None only for a corrupt folder); record: config.json as stored, with
     what the run recorded besides its settings (label names, parameter counts, environment).
@@ -270,9 +270,10 @@ def refreshed(run: Run) -> Run:
 
 
 def _stored_config(record) -> TrainConfig:
-    """config.json's settings as a TrainConfig and its record checked; Corrupt names the setting."""
+    """config.json's settings as a TrainConfig (records of earlier versions migrated: `store.migrations`) and
+    its record checked; Corrupt names the setting."""
     try:
-        config = TrainConfig.from_stored(record)
+        config = stored_config(record)
     except PeftvizError as err:
         raise schema.Corrupt("config.json", str(err)) from None
     except (ValueError, TypeError) as err:  # a setting of a type no check foresaw

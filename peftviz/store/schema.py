@@ -6,13 +6,14 @@ within its limit, npz and safetensors headers against the file's size) and check
 (types, ranges, shapes). A violation raises `Corrupt`, whose message is `<file>: <field> <problem>`;
 `store.runs.load_run` turns it into a run with status "corrupt", which every page and the CLI list.
 
-    config.json         a TrainConfig (`TrainConfig.from_stored` checks each setting) plus the record:
+    config.json         a TrainConfig (earlier versions migrated by `store.migrations`, then each setting
+                        checked by `TrainConfig.from_dict`) plus the record:
                         label_names (>= 2 distinct strings), parameters (name -> count <= MAX_COUNT),
                         environment (an object), data_sha256 (64 hex digits or null; optional),
                         attempts (who trained it), imported (an evaluation-only run's origin; optional),
                         repeat_of (the run folder's name a forced repeat repeats; optional)
     metrics.jsonl       one object per line: epoch (1, 2, ... in order), every other value a number
-    summary.json        status "complete" or "failed"; error (text); params_epoch (the epoch the
+    summary.json        status "complete" or "failed" (FINISHED); error (text); params_epoch (the epoch the
                         parameters belong to); test and other evaluations (name -> number)
     predictions/*.npz   probs (N, C) float32/64, labels (N,) integer; C = len(label_names)
     params.safetensors  header checked against the file; metadata "epoch" = the epoch it holds
@@ -27,7 +28,9 @@ within its limit, npz and safetensors headers against the file's size) and check
                         value__<metric> () float64 and draws__<metric> (R,) float64 per metric
 
 Names read from the store are never used as paths: an epoch is an integer, an evaluation name
-matches EVALUATION_NAME. This module imports no torch.
+matches EVALUATION_NAME. The store's vocabularies (ENGINES, IMPORT_KINDS, STATUSES) are defined here
+once, and imported where they are checked or offered (the sweep, the CLI, the exchange). This module
+imports no torch.
 """
 
 from __future__ import annotations
@@ -60,6 +63,17 @@ SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4
 SAFETENSORS_BYTES |= {"BOOL": 1, "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1}
 
 PARAMS_FILE, RESUME_FILE, LOCK_FILE = "params.safetensors", "resume.safetensors", "writer.lock"
+
+# ---------------------------------------------------------------------------------------------
+# the vocabularies: each defined here once, and imported wherever it is used
+
+ENGINES = ("local", "ray")  # what trained a run: attempts[].engine (`peftviz.sweep`, the CLI's --engine)
+# where an imported run's model came from: imported.kind (`peftviz.exchange.sources` finds it, `.imports` loads it)
+PEFT_ADAPTER, HF_CLASSIFIER, PEFTVIZ_EXPORT = "peft-adapter", "hf-classifier", "peftviz"
+IMPORT_KINDS = (PEFT_ADAPTER, HF_CLASSIFIER, PEFTVIZ_EXPORT)
+COMPLETE, FAILED = "complete", "failed"
+FINISHED = (COMPLETE, FAILED)  # what summary.json says of a run that ended
+STATUSES = (COMPLETE, "training", "incomplete", FAILED, "corrupt")  # a run as read back (`store.runs.Run.status`)
 
 
 class Corrupt(RunError):
@@ -182,9 +196,6 @@ def _data_sha256(digest, file: str, field: str) -> None:
         raise Corrupt(file, f"{field} must be 64 hex digits or null, not {_shown(digest)}")
 
 
-ENGINES = ("local", "ray")  # what trained a run (`peftviz.sweep.plan`)
-
-
 def _attempts(attempts, file: str, field: str) -> None:
     """Each process that trained the run: {"engine", "node", "started", "from_epoch"}; a resume adds one."""
     if not isinstance(attempts, list):
@@ -195,9 +206,6 @@ def _attempts(attempts, file: str, field: str) -> None:
         one_of(attempt.get("engine"), ENGINES, file, f"{where}.engine")
         texts(attempt, ("node", "started"), file, where)
         integer(attempt.get("from_epoch"), file, f"{where}.from_epoch")
-
-
-IMPORT_KINDS = ("peft-adapter", "hf-classifier", "peftviz")  # where an imported run's model came from
 
 
 def _imported(imported, file: str, field: str) -> None:
@@ -283,8 +291,9 @@ def check_summary(summary) -> dict:
     """summary.json: status, error, params_epoch, then evaluations (test, and e.g. averaged)."""
     file = "summary.json"
     mapping(summary, file, "the file")
-    if summary.get("status") not in ("complete", "failed"):
-        raise Corrupt(file, f'status must be "complete" or "failed", not {_shown(summary.get("status"))}')
+    if summary.get("status") not in FINISHED:
+        finished = " or ".join(json.dumps(status) for status in FINISHED)
+        raise Corrupt(file, f"status must be {finished}, not {_shown(summary.get('status'))}")
     if not isinstance(summary.get("error", ""), str):
         raise Corrupt(file, f"error must be text, not {_shown(summary['error'])}")
     if "params_epoch" in summary:

@@ -29,7 +29,7 @@ except ImportError:  # Windows: only the heartbeat tells a live writer
 
 from peftviz.files import atomic_write, temporary_name, write_npz_atomic
 from peftviz.store import schema
-from peftviz.store.schema import LOCK_FILE, PARAMS_FILE, RESUME_FILE
+from peftviz.store.schema import COMPLETE, FAILED, LOCK_FILE, PARAMS_FILE, RESUME_FILE
 from peftviz.training.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -196,12 +196,12 @@ class RunWriter:
 
     def finish(self, summary: dict) -> None:
         """summary.json last; then the resume state, which a complete run no longer needs."""
-        _write_json(self.path / "summary.json", {"status": "complete", **summary})
+        _write_json(self.path / "summary.json", {"status": COMPLETE, **summary})
         (self.path / RESUME_FILE).unlink(missing_ok=True)
         self.close()
 
     def fail(self, error: str, summary: dict | None = None) -> None:
-        _write_json(self.path / "summary.json", {"status": "failed", "error": error, **(summary or {})})
+        _write_json(self.path / "summary.json", {"status": FAILED, "error": error, **(summary or {})})
         self.close()
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""The Ray engine of a sweep (`peftviz.sweep.plan`): one Ray task per run, retried where its worker dies.
+"""The Ray engine of a sweep (`peftviz.sweep.run_sweep`): one Ray task per run, retried where its worker dies.
 
 Imported only when a sweep asks for Ray, so nothing else loads it. Each task trains (or resumes) one
 planned configuration in a Ray worker process and writes its run into the store, which every node
@@ -6,7 +6,7 @@ reaches at the same path (a shared file system on a cluster). A task asks for `R
 CPUs (Ray sets the worker's thread count to it) and `gpus_per_run` GPUs: one run per GPU by default
 where the cluster has GPUs. Ray retries a task whose worker process died (`max_retries`), not one
 that raised: a bad setting fails the same way every time. The retry finds the run its dead worker
-left incomplete and resumes it (`sweep.retried`).
+left incomplete and resumes it (`sweep.execute.retried`).
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from pathlib import Path
 import ray
 from ray.exceptions import RayError, RayTaskError, WorkerCrashedError
 
-from peftviz.paths import child_python_path
 from peftviz.store.runs import load_run
-from peftviz.sweep.plan import Outcome, Planned, RayOptions, execute, finished, retried
+from peftviz.sweep.execute import Outcome, RayOptions, execute, finished, retried
+from peftviz.sweep.plan import Planned
 
 
 def run_on_ray(planned: list[Planned], runs_dir: Path, options: RayOptions, counts, report) -> list[Outcome]:
     """Every planned configuration as a Ray task (skipped ones read from the store); one Outcome each, in order."""
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=options.address, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-                 runtime_env={"env_vars": {"PYTHONPATH": child_python_path()}})  # fmt: skip
+        # no runtime_env: Ray's workers run this python, whose install of peftviz (scripts/setup.sh) finds the package
+        ray.init(address=options.address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         return _run_tasks(planned, runs_dir, options, counts, report)
     finally:

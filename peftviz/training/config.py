@@ -1,10 +1,11 @@
 """The run configuration and its presets.
 
 A `TrainConfig` holds everything a run needs, and `config.json` in the run folder is its
-`to_dict()` plus what the run recorded (label names, parameter counts, environment);
-`TrainConfig.from_stored` reads it back. A preset fills in the values; any field can then be
-overridden (the CLI has a flag for each). What differs by method (learning rate per preset, the
-variants a comparison trains) each method's class says.
+`to_dict()` plus what the run recorded (label names, parameter counts, environment); the store
+reads it back, records of earlier versions included (`store.migrations`): this module knows nothing
+of config.json. A preset fills in the values; any field can then be overridden (the CLI has a flag
+for each). What differs by method (learning rate per preset, the variants a comparison trains) each
+method's class says.
 
 Every setting is checked on construction, whatever its source (CLI, app, config.json): its type,
 its choices and its range as declared below (see options.py), then `validate`'s rules across
@@ -23,11 +24,6 @@ from peftviz.errors import ConfigError
 from peftviz.methods import DEFAULT_METHOD, METHODS, alpha_grid_method, paper_methods
 from peftviz.methods import method_class as find_method
 from peftviz.options import Options, option, shown
-from peftviz.store.schema import RECORD_FIELDS
-
-# what config.json holds besides the settings: what the run found and recorded
-RECORD_ONLY = tuple(RECORD_FIELDS)  # what config.json records besides the settings (`store.schema`)
-
 
 # Bounds of the run settings (see options.py for how they are checked). Upper bounds are typo guards,
 # far above any setting the papers or the presets use, and low enough that nothing is allocated or
@@ -125,10 +121,10 @@ class TrainConfig(Options):
 
     @property
     def setting_options(self) -> dict:
-        """The method options that are settings: all but those naming another run (`run_links`), whose
-        result the run's parameters already hold and which groups of seeds leave out."""
-        links = self.method_class.run_links
-        return {key: value for key, value in self.method_options.items() if key not in links}
+        """The method options that are settings: all but the one naming a starting run (the method's
+        `start_option`), whose result the run's parameters already hold and which groups of seeds leave out."""
+        link = self.method_class.start_option()
+        return {key: value for key, value in self.method_options.items() if key != link}
 
     @property
     def key_settings(self) -> dict:
@@ -141,10 +137,10 @@ class TrainConfig(Options):
         (with a default) keeps its runs' keys."""
         settings = typed_values(self)
         defaults = typed_values(self.method_class.config_class())
-        links = self.method_class.run_links
+        link = self.method_class.start_option()
         options = typed_values(self.method_config)
         settings["method_options"] = {
-            name: value for name, value in options.items() if name not in links and value != defaults[name]
+            name: value for name, value in options.items() if name != link and value != defaults[name]
         }
         return settings
 
@@ -152,32 +148,6 @@ class TrainConfig(Options):
     def method_config(self):
         """The method's options as its config object, defaults filled in."""
         return self.method_class.config_class.from_dict(self.method_options)
-
-    @classmethod
-    def from_stored(cls, record: dict) -> TrainConfig:
-        """config.json -> TrainConfig. Runs from earlier versions: `data_seed` was the training seed,
-        `average_heads` was a run setting before it became the method's option, and runs trained in fp32.
-        Every run stored its model: a record without one is refused (after its settings are checked)
-        rather than given the default, whose parameters the run's would not fit."""
-        if not isinstance(record, dict):
-            raise ConfigError(f"config.json holds a {type(record).__name__}, not an object")
-        if "method" not in record:  # a run's settings are what it stored: no default stands in for its method
-            raise ConfigError("the run names no method")
-        values = {key: value for key, value in record.items() if key not in RECORD_ONLY}
-        values.setdefault("data_seed", values.get("seed", 0))
-        values.setdefault("precision", "fp32")  # before precisions were a setting, every run trained in float32
-        average_heads = values.pop("average_heads", False)
-        if not isinstance(average_heads, bool):
-            raise ConfigError(f"average_heads must be true or false, not {shown(average_heads)}")
-        if average_heads and isinstance(values.get("method_options", {}), dict):
-            values["method_options"] = {**values.get("method_options", {}), "average_heads": True}
-        config = cls.from_dict(values)
-        if "model" not in record:
-            raise ConfigError(
-                "the run names no model: config.json has no 'model' setting, and no default can stand in "
-                "(the run's parameters fit only the encoder it trained)"
-            )
-        return config
 
     def validate(self) -> None:
         self.method_class.config_class.from_dict(self.method_options)  # raises on a bad option
@@ -266,18 +236,6 @@ def comparison_methods(methods: str | list[str] | None = None) -> list[str]:
     for name in names:
         find_method(name)  # raises on an unknown name
     return names
-
-
-def comparison(preset: str, methods: str | list[str] | None = None, **overrides) -> list[TrainConfig]:
-    """The runs of `python -m peftviz compare`: each method's comparison variants on the same data and split.
-
-    Tiny-attention, for one, runs twice: one head, then four heads started from it and averaged.
-    """
-    return [
-        variant
-        for method in comparison_methods(methods)
-        for variant in find_method(method).comparison_variants(preset_config(preset, method, **overrides))
-    ]
 
 
 def parse_seeds(text: str) -> list[int]:

@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from sklearn.metrics import f1_score
 from torch.utils.data import DataLoader
 
-from peftviz import calibration
-from peftviz.data.loading import TextData, load_data
+from peftviz.calibration.estimators import point_estimates
+from peftviz.data.loading import load_data
+from peftviz.data.text_data import TextData
 from peftviz.errors import RunError
 from peftviz.modeling.backbones import load_encoder
 from peftviz.modeling.model import PeftClassifier, build_classifier
@@ -73,15 +73,19 @@ def predict(model: PeftClassifier, loader, device: torch.device, gather=None) ->
     return np.concatenate(probs).astype(np.float32), np.concatenate(labels).astype(np.int64)
 
 
+# A line of metrics.jsonl: each name, in this order, and the registry's estimator that computes it, so the
+# numbers written per epoch and those the pages show come from one piece of code. micro_f1 is accuracy: with
+# one label per example every wrong prediction is one false positive and one false negative, so micro
+# precision = recall = F1 = correct / N (sklearn's micro F1 bit for bit).
+EPOCH_METRICS = {"accuracy": "accuracy", "ece": "ece", "mce": "mce", "ace": "ace", "classwise_ece": "classwise_ece",
+                 "brier": "brier", "nll": "nll", "micro_f1": "accuracy", "macro_f1": "macro_f1"}  # fmt: skip
+
+
 def evaluation_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> dict[str, float]:
-    """Accuracy, micro/macro F1 and the calibration summary (ECE with `n_bins` equal-width bins)."""
-    predicted = probs.argmax(1)
-    return {
-        **calibration.summary(probs, labels, n_bins=n_bins),
-        "micro_f1": float(f1_score(labels, predicted, average="micro")),
-        "macro_f1": float(f1_score(labels, predicted, average="macro")),
-        "n": len(labels),
-    }
+    """`EPOCH_METRICS` on all predictions (the registry's point values; binned ones on `n_bins` equal-width
+    bins), and the number of examples n."""
+    values = point_estimates(probs, labels, n_bins, "width", metrics=list(dict.fromkeys(EPOCH_METRICS.values())))
+    return {**{name: values[estimator] for name, estimator in EPOCH_METRICS.items()}, "n": len(labels)}
 
 
 def run_data(run: Run) -> TextData:

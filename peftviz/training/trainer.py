@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
 
-from peftviz.data.loading import TextData, load_data
+from peftviz.data.loading import load_data
+from peftviz.data.text_data import TextData
 from peftviz.data.uploads import data_sha256
 from peftviz.errors import RunError, TrainingError
 from peftviz.modeling.backbones import load_encoder
@@ -39,7 +40,7 @@ from peftviz.training.engine import Engine
 from peftviz.training.inference import evaluation_metrics, make_loader, tokenize
 from peftviz.training.progress import Progress, ProgressCallback
 
-__all__ = ["Trainer", "compare", "train"]
+__all__ = ["Trainer", "resume", "train"]
 
 
 def seed_everything(seed: int) -> None:
@@ -295,28 +296,4 @@ def resume(run: Run, progress: ProgressCallback | None = None, sweep_engine: str
     if run.status != "incomplete":
         reason = f": {run.error}" if run.error else ""
         raise RunError(f"run {run.name} is {run.status}{reason}; only an incomplete (killed) run can be resumed")
-    store = run.path.parent.resolve()
-    for link in run.method_class.run_links:  # options naming another run's files: only inside this store
-        target = run.config.method_options.get(link)
-        if target and not Path(target).resolve().is_relative_to(store):
-            raise RunError(f"run {run.name}: config.json: {link} points outside the store ({target})")
     return Trainer(run.config, run.path.parent, progress, sweep_engine).resume(run)
-
-
-def compare(
-    configs: list[TrainConfig], runs_dir: Path | None = None, progress: ProgressCallback | None = None
-) -> list[Run]:
-    """Train configs in turn on the same data and split (loaded once), every one anew: it does not look in
-    the store (the CLI and the app's jobs go through `peftviz.sweep.plan`, which skips and resumes runs).
-
-    Each method may adjust its config given the runs trained before it (`before_training`): a
-    four-head tiny-attention adapter starts from the comparison's last one-head run, as the paper
-    initialises its 4-head adapters.
-    """
-    first = configs[0]
-    data = load_data(first.dataset, seed=first.data_seed, limit=first.limit)
-    runs: list[Run] = []
-    for config in configs:
-        config = config.method_class.before_training(config, runs)
-        runs.append(Trainer(config, runs_dir, progress).run(data))
-    return runs

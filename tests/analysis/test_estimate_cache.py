@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from peftviz.analysis import estimates as cache
-from peftviz.analysis.comparison import Settings, run_estimates
+from peftviz.analysis.group_stats import Settings, run_estimates
 from peftviz.calibration import estimators
 from peftviz.store import caches
 from tests.calibration.test_planted_stat_faults import LABELS, scaled_draw, write_run

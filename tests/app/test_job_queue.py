@@ -22,12 +22,12 @@ from peftviz.app.jobs import JobQueue, QueueFull
 from peftviz.app.policy import DATASET_REFUSED, ServerPolicy, visitor_key
 from peftviz.data.uploads import store_upload
 from peftviz.errors import ConfigError, DataError
-from peftviz.training.config import comparison
+from peftviz.sweep.variants import comparison_configs
 from tests.support.job_helpers import Gate, fake_queue, wait_until_idle
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_PAGE = str(ROOT / "pages" / "1_Train.py")
-CONFIGS = comparison("smoke")[:1]
+CONFIGS = comparison_configs("smoke")[:1]
 
 
 def seeded(seed: int) -> list:
@@ -322,6 +322,7 @@ def test_a_cancelled_run_is_resumed_from_the_train_page_keeping_its_finished_epo
     assert [run.path for run in resumed.resume] == [stopped.path] and resumed.configs == []
     wait_until_idle(queue, 180)
     assert resumed.status == "done", resumed.error
+    assert [(outcome.run, outcome.word) for outcome in resumed.outcomes] == [(stopped.config.run_title, "resumed")]
     (run,) = list_runs(empty_store)
     lines = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
     assert run.status == "complete" and [line["epoch"] for line in lines] == [1, 2, 3]

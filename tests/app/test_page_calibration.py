@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz import calibration
 from peftviz.analysis import calibration as analysis
-from peftviz.analysis import comparison as cmp
+from peftviz.analysis import group_stats
 from peftviz.calibration import estimators
 from peftviz.errors import RunError
 from peftviz.figures import calibration as figures
@@ -186,9 +186,7 @@ def bars(spec: dict, name: str) -> list[dict]:
 @pytest.fixture(autouse=True)
 def few_resamples(monkeypatch):
     """Pages bootstrap every estimator of every run (smooth ECE costs ~7 ms a resample): 20 keep tests quick."""
-    from peftviz.analysis import comparison
-
-    monkeypatch.setattr(comparison, "RESAMPLE_CHOICES", (20, 1000))
+    monkeypatch.setattr(group_stats, "RESAMPLE_CHOICES", (20, 1000))
     return 20
 
 
@@ -444,7 +442,7 @@ def test_a_groups_ece_band_is_the_two_level_bootstrap_over_its_seeds(group_page)
 
 
 def test_recalibration_is_fitted_on_validation_and_judged_on_test_with_every_estimator(run):
-    from peftviz.analysis.comparison import Settings
+    from peftviz.analysis.group_stats import Settings
     from peftviz.calibration import recalibration
 
     table = analysis.recalibration_estimates(run, Settings(n_resamples=40), ["ece", "nll"])
@@ -488,23 +486,23 @@ def test_a_second_reader_draws_the_first_readers_figures_and_tables_without_buil
     widget change builds only what depends on it; a run that changes is drawn anew."""
     store = private_store(smoke_store, tmp_path, monkeypatch)
     built = count_calls(monkeypatch, figures, *FIGURE_BUILDERS)
-    compared = count_calls(monkeypatch, cmp, "compare_estimates")
+    stats_built = count_calls(monkeypatch, group_stats, "stats_of_estimates")
     first = AppTest.from_file(PAGE, default_timeout=300).run()
     assert not first.exception and not first.error
     once = {"reliability_figure": 6, "smooth_reliability_figure": 1, "ece_over_epochs_figure": 1,
             "differences_figure": 1, "recalibration_figure": 1}  # fmt: skip
-    assert built == once and compared == {"compare_estimates": 1}
+    assert built == once and stats_built == {"stats_of_estimates": 1}
 
     second = AppTest.from_file(PAGE, default_timeout=300).run()
     assert not second.exception and not second.error
-    assert built == once and compared == {"compare_estimates": 1}  # nothing built again
+    assert built == once and stats_built == {"stats_of_estimates": 1}  # nothing built again
     assert charts(second) == charts(first)  # the same figures, unchanged by the first session's drawing
     assert table(second, "unit").equals(table(first, "unit")) and table(second, "pair").equals(table(first, "pair"))
 
     second.slider(key="calibration_bins").set_value(15).run()  # binned diagrams, binned ECE, the comparison
     assert not second.exception and not second.error
     assert built["reliability_figure"] == 12 and built["ece_over_epochs_figure"] == 2
-    assert compared == {"compare_estimates": 2}
+    assert stats_built == {"stats_of_estimates": 2}
     assert built["smooth_reliability_figure"] == 1  # no bins: not built again
 
     run = store / first.multiselect(key="calibration_units_False").value[0]  # a run the page draws
@@ -513,4 +511,4 @@ def test_a_second_reader_draws_the_first_readers_figures_and_tables_without_buil
     third = AppTest.from_file(PAGE, default_timeout=300).run()
     assert not third.exception and not third.error
     assert built["smooth_reliability_figure"] == 2 and built["ece_over_epochs_figure"] == 3
-    assert compared == {"compare_estimates": 3}
+    assert stats_built == {"stats_of_estimates": 3}

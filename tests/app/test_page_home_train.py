@@ -182,10 +182,10 @@ def test_home_times_the_quick_comparison_honestly(app_store):
 
 def finished_job(monkeypatch, owner: str, origin: str = ""):
     """A job of `owner` that has finished (training faked); this page's visitor is "me"."""
-    from peftviz.training.config import comparison
+    from peftviz.sweep.variants import comparison_configs
 
     queue = fake_queue(monkeypatch)
-    job = queue.submit(comparison("smoke")[:1], Path("."), owner=owner, origin=origin)
+    job = queue.submit(comparison_configs("smoke")[:1], Path("."), owner=owner, origin=origin)
     wait_until_idle(queue)
     return job
 
@@ -211,11 +211,11 @@ def test_a_finished_job_shows_only_to_the_visitor_who_started_it(empty_store, mo
 def test_progress_bars_say_the_time_taken_and_left():
     """The estimates themselves, on a fake clock: tests/training/test_progress_estimates.py."""
     from peftviz.app.jobs import Job, clock
-    from peftviz.training.config import comparison
+    from peftviz.sweep.variants import comparison_configs
     from peftviz.training.progress import Progress
 
     assert (clock(65), clock(3725)) == ("1:05", "1:02:05")
-    job = Job(comparison("smoke")[:1], Path("."))
+    job = Job(comparison_configs("smoke")[:1], Path("."))
     name = job.names[0]
     assert job.timing(name) == ""
     assert job.timing() == ""  # waiting: nothing to time yet
@@ -236,3 +236,73 @@ def test_home_can_train_the_comparison_on_ray_and_a_shared_server_cannot(empty_s
     monkeypatch.setenv("PEFTVIZ_SHARED", "1")
     shared = open_page("pages/0_home.py")
     assert [radio.label for radio in shared.radio if radio.label == "Train on"] == []
+
+
+# ------------------------------------------------------------------- the sweep's outcomes on the page
+
+
+def panel_lines(at: AppTest) -> list[str]:
+    """The job panel's list of what became of each run: "- name: word" lines of its markdown."""
+    return [line for block in at.markdown for line in block.value.splitlines() if line.startswith("- ")]
+
+
+def test_a_comparison_pressed_again_skips_its_complete_runs_and_the_panel_says_so(empty_store, monkeypatch):
+    """Trains: two one-epoch smoke runs (two seeds) in the job's child process, through the sweep; the same settings
+    pressed again train nothing and the panel lists both runs as skipped."""
+    from peftviz.store.runs import list_runs
+
+    queue = fake_queue(monkeypatch, train=None)  # the real child process, on the local engine
+    at = open_page("pages/1_Train.py")
+    at.selectbox[0].set_value("smoke").run()
+    next(n for n in at.number_input if n.label == "Epochs").set_value(1).run()
+    next(n for n in at.number_input if n.label == "Number of seeds").set_value(2).run()
+    at.button[0].click().run()
+    wait_until_idle(queue, 180)
+    first = queue.jobs[-1]
+    assert first.status == "done", first.error
+    assert [outcome.word for outcome in first.outcomes] == ["new", "new"]
+    made = sorted(run.name for run in list_runs(empty_store))
+    assert len(made) == 2
+
+    at.button[0].click().run()  # the same settings, pressed again once the first job has ended
+    wait_until_idle(queue, 180)
+    again = queue.jobs[-1]
+    assert again is not first and again.status == "done", again.error
+    assert [(outcome.action, outcome.failed) for outcome in again.outcomes] == [("skip", False)] * 2
+    assert sorted(run.name for run in list_runs(empty_store)) == made  # nothing trained anew
+    assert sorted(run.path.name for run in again.runs) == made
+    shown = open_page("pages/1_Train.py")
+    titles = [config.run_title for config in again.configs]
+    assert panel_lines(shown)[-2:] == [f"- {title}: skipped (already complete)" for title in titles]
+    assert any("2 run(s), done (" in block.value and block.value.endswith("): 2 skipped") for block in shown.markdown)
+
+
+def test_a_comparison_with_a_failing_run_finishes_the_others_and_lists_the_failure(empty_store, tmp_path, monkeypatch):
+    """Trains: two one-epoch smoke runs in the job's child process; the run between them names a model folder that
+    does not exist, fails when it loads, and the sweep goes on to the third."""
+    from peftviz.store.runs import list_runs
+    from peftviz.training.config import preset_config
+
+    queue = fake_queue(monkeypatch, train=None)
+    methods = list(METHODS)
+    good = [preset_config("smoke", method, epochs=1) for method in methods[:2]]
+    broken = preset_config("smoke", methods[2], epochs=1, model=str(tmp_path / "no-such-model"))
+    job = queue.submit([good[0], broken, good[1]], empty_store, owner="me")
+    wait_until_idle(queue, 180)
+    assert job.status == "failed"
+    assert [outcome.word.split(":")[0] for outcome in job.outcomes] == ["new", "failed", "new"]
+    failure = job.outcomes[1].error
+    assert "no-such-model" in failure and "\n" not in failure
+    assert job.error == f"ModelLoadError: 1 of 3 runs failed; {broken.run_title}: {failure}"
+    stored = {run.config.method: run.status for run in list_runs(empty_store)}
+    assert stored == {methods[0]: "complete", methods[1]: "complete"}  # the run after the failure was trained too
+
+    shown = open_page("pages/1_Train.py")
+    assert panel_lines(shown) == [
+        f"- {good[0].run_title}: new",
+        f"- {broken.run_title}: failed: {failure}",
+        f"- {good[1].run_title}: new",
+    ]
+    assert [error.value for error in shown.error] == [f"Training stopped: {job.error}"]
+    assert any(block.value.endswith("3 run(s), failed: 2 new, 1 failed") for block in shown.markdown)
+    assert not shown.exception

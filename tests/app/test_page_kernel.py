@@ -390,10 +390,10 @@ SEED_ALPHAS = [1e-3, 1e-2]
 def alpha_seeds_store(tmp_path_factory):
     """Kernel runs at α = 0.001 and 0.01, each at training seeds 0 and 1 (read only)."""
     from peftviz.training.config import over_seeds
-    from peftviz.training.trainer import compare
+    from tests.support.sweeps import trained
 
     store = tmp_path_factory.mktemp("alpha_seeds_store")
-    compare(over_seeds(alpha_grid("smoke", tuple(SEED_ALPHAS)), [0, 1]), store)
+    trained(over_seeds(alpha_grid("smoke", tuple(SEED_ALPHAS)), [0, 1]), store)
     return store
 
 

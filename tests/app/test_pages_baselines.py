@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from peftviz.store.runs import list_runs
-from peftviz.training.config import comparison
+from peftviz.sweep.variants import comparison_configs
 from tests.support.helpers import charts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,10 +15,10 @@ BASELINES = ["lora", "prompt-tuning", "bitfit"]  # peft-injected, prefix positio
 
 @pytest.fixture(scope="module")
 def baseline_store(tmp_path_factory):
-    from peftviz.training.trainer import compare
+    from tests.support.sweeps import trained
 
     store = tmp_path_factory.mktemp("baseline_store")
-    compare(comparison("smoke", BASELINES), store)
+    trained(comparison_configs("smoke", BASELINES), store)
     return store
 
 
@@ -33,8 +33,8 @@ def open_page(path: str) -> AppTest:
 
 
 def test_compare_methods_all_is_the_papers_six_and_the_five_baselines():
-    names = [config.name for config in comparison("smoke", "all")]
-    assert names[:6] == [config.name for config in comparison("smoke")]
+    names = [config.name for config in comparison_configs("smoke", "all")]
+    assert names[:6] == [config.name for config in comparison_configs("smoke")]
     assert names[6:] == ["lora", "ia3", "prompt-tuning", "bitfit", "houlsby-adapter"]
 
 

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from peftviz.analysis import calibration as analysis
-from peftviz.analysis.comparison import unique_names
+from peftviz.analysis.group_stats import unique_names
 from peftviz.app import tour
 from peftviz.figures import calibration as figures
 from peftviz.store.runs import group_runs, list_runs, load_run
@@ -36,9 +36,9 @@ def groups(mixed_store) -> dict:
 @pytest.fixture(autouse=True)
 def few_resamples(monkeypatch):
     """20 resamples keep the page's bootstraps quick (smooth ECE costs ~7 ms a resample)."""
-    from peftviz.analysis import comparison
+    from peftviz.analysis import group_stats
 
-    monkeypatch.setattr(comparison, "RESAMPLE_CHOICES", (20, 1000))
+    monkeypatch.setattr(group_stats, "RESAMPLE_CHOICES", (20, 1000))
 
 
 def test_the_mixed_store_holds_what_a_newcomers_store_holds(groups):

@@ -18,7 +18,8 @@ from peftviz.app import jobpanel
 from peftviz.app.jobs import JobQueue, QueueFull
 from peftviz.app.policy import RUNS_PER_VISITOR, RUNS_QUEUED, ServerPolicy
 from peftviz.errors import ConfigError
-from peftviz.training.config import METHOD_SETS, comparison, preset_config
+from peftviz.sweep.variants import comparison_configs
+from peftviz.training.config import METHOD_SETS, preset_config
 from peftviz.training.progress import Progress
 from tests.support.job_helpers import fake_queue, wait_until_idle
 
@@ -111,7 +112,7 @@ def test_home_refuses_a_comparison_over_the_run_limit_in_one_line(empty_store, m
     at.toggle[0].set_value(True).run()
     next(n for n in at.number_input if n.label == "Training seeds").set_value(10).run()
     at.button[0].click().run()
-    asked = 10 * len(comparison("quick", METHOD_SETS[1]))
+    asked = 10 * len(comparison_configs("quick", METHOD_SETS[1]))
     (error,) = at.error
     assert error.value == (
         f"this server trains at most 12 runs per visitor at a time: you have 0 waiting or training and this asks "
@@ -125,7 +126,7 @@ def test_home_refuses_a_comparison_over_the_run_limit_in_one_line(empty_store, m
     at = AppTest.from_file(str(ROOT / "pages/0_home.py"), default_timeout=60).run()
     next(n for n in at.number_input if n.label == "Training seeds").set_value(2).run()
     at.button[0].click().run()
-    papers = 2 * len(comparison("quick"))
+    papers = 2 * len(comparison_configs("quick"))
     assert [e.value for e in at.error] == [
         (
             f"this server holds at most 60 runs waiting or training in all: 54 are, and this asks for {papers} more; "

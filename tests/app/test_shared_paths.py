@@ -34,7 +34,7 @@ def one_run_store(tmp_path_factory):
     from peftviz.training.config import preset_config
     from peftviz.training.trainer import train
 
-    linking = next(name for name in METHODS if METHODS[name].run_links)
+    linking = next(name for name in METHODS if METHODS[name].starts_from)
     store = tmp_path_factory.mktemp("shared_paths") / "runs"
     run = train(preset_config("smoke", linking, epochs=1), store)
     return store, run
@@ -153,7 +153,7 @@ def test_the_starting_run_is_chosen_among_the_stores_runs_and_queued_by_its_file
     at = AppTest.from_file(str(ROOT / TRAIN_PAGE), default_timeout=120).run()
     next(box for box in at.selectbox if box.label == "Preset").set_value("smoke").run()
     next(box for box in at.selectbox if box.label == "Method").set_value(run.config.method).run()
-    (link,) = run.method_class.run_links
+    link = run.method_class.start_option()
     box = next(box for box in at.selectbox if box.label == "Start from run")
     assert box.options[0] == "none" and len(box.options) == 2 and "seed 0" in box.options[1]
     box.set_value(str(run.params_path)).run()

@@ -9,7 +9,7 @@ whole page, each chart) and Tour step go to cache/screenshots/<store>/, for a re
 
 Other tests read what plotly drew, from the live graph divs (`.data`, `._fullLayout`) and their
 SVG: bar heights against the axis scale, and each method's colour on every page that shows it.
-The audit of a store of real (quick-preset) runs is slow: `pytest -m slow tests/browser/test_browser.py`
+The audit of a store of real (quick-preset) runs is slow: `pytest -m long tests/browser/test_browser.py`
 (with PEFTVIZ_QUICK_STORE=<a store of `compare --preset quick`>, or it trains one, ~15 minutes).
 """
 
@@ -145,16 +145,16 @@ def test_the_groups_view_passes_the_figure_audit(seeds_store, browser):
                 assert problems == [], "\n".join(problems)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_store_of_real_quick_runs_passes_the_figure_audit(browser, tmp_path_factory):
     """Any store you point PEFTVIZ_QUICK_STORE at (e.g. one with seeds); without it, a quick comparison."""
     store = os.environ.get("PEFTVIZ_QUICK_STORE")
     if not store:
-        from peftviz.training.config import comparison
-        from peftviz.training.trainer import compare
+        from peftviz.sweep.variants import comparison_configs
+        from tests.support.sweeps import trained
 
         store = tmp_path_factory.mktemp("quick_store")
-        compare(comparison("quick"), store)
+        trained(comparison_configs("quick"), store)
     problems = []
     with serving(Path(store)) as url:
         for size in SIZES:

@@ -1,8 +1,8 @@
 """Tests for peftviz.estimators: each estimator against a slow reference, simulations, bootstrap.
 
-Fast (well under a minute on one core) except the coverage measurement marked slow, which prints
+Fast (well under a minute on one core) except the coverage measurement marked long, which prints
 the coverage of the ECE estimators' intervals:
-    .venv/bin/python -m pytest tests/calibration/test_estimators.py -m slow -s
+    .venv/bin/python -m pytest tests/calibration/test_estimators.py -m long -s
 """
 
 import ast
@@ -194,6 +194,7 @@ def references(probs, labels, n_bins, scheme):
         "ece_sweep": ref_ece_sweep(confidence, correct),
         "classwise_ece": sum(classwise) / len(classwise),
         "mce": max(abs(acc - conf) for _, conf, acc in ref_bins(confidence, correct, n_bins, scheme)),
+        "ace": float(np.mean([abs(acc - conf) for _, conf, acc in ref_bins(confidence, correct, n_bins, scheme)])),
         "nll": -sum(math.log(max(probs[i, labels[i]], 1e-12)) for i in range(n)) / n,
         "brier": sum((probs[i, k] - (labels[i] == k)) ** 2 for i in range(n) for k in range(probs.shape[1])) / n,
     }
@@ -371,7 +372,7 @@ def test_binned_ece_interval_coverage_is_measured(known):
     assert all(0 <= r <= 1 for r in rates.values())  # measured and printed, not asserted
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_ece_interval_coverage_measured_slow(known):
     rates = measure_coverage(known, ["ece", "debiased_ece", "smooth_ece"], n_draws=100)
     assert all(0 <= r <= 1 for r in rates.values())
@@ -463,7 +464,7 @@ def test_module_imports_only_numpy_and_peftviz_at_top_level():
 def test_a_stored_runs_estimates_are_recomputed_from_its_predictions(tmp_path):
     """A run whose stored predictions have tied confidences, confidences of exactly 1 and one class
     present: what the comparison reads back equals every estimator's reference on the loaded arrays."""
-    from peftviz.analysis.comparison import Settings, run_estimates
+    from peftviz.analysis.group_stats import Settings, run_estimates
     from peftviz.store.runs import load_run
     from peftviz.store.writer import RunWriter
     from peftviz.training.config import TrainConfig

@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from peftviz.analysis import calibration as analysis
-from peftviz.analysis import comparison as cmp
+from peftviz.analysis import group_stats
 from peftviz.calibration import estimators
 from peftviz.calibration.stats import interval_around, percentile_interval
 from peftviz.cli import main
@@ -25,7 +25,7 @@ HOME = str(ROOT / "pages/0_home.py")
 CELL = re.compile(r"(-?\d+\.\d{4}) \[(-?\d+\.\d{4}), (-?\d+\.\d{4})\]")  # "mean [low, high]", 4 decimals
 RANGES = {"accuracy": (0, 1), "macro_f1": (0, 1), "ece": (0, 1), "smooth_ece": (0, 1), "debiased_ece": (-1, 1),
           "ece_sweep": (0, 1), "nll": (0, np.inf), "brier": (0, 2), "ece_mass": (0, 1), "classwise_ece": (0, 1),
-          "mce": (0, 1), "brier_reliability": (0, 2), "brier_resolution": (0, 2),
+          "mce": (0, 1), "ace": (0, 1), "brier_reliability": (0, 2), "brier_resolution": (0, 2),
           "brier_uncertainty": (0, 1)}  # fmt: skip
 COLUMNS = {"test accuracy": "accuracy", "test ECE": "ece"}  # the groups table's columns: their metrics
 
@@ -85,7 +85,7 @@ def markdown_rows(text: str) -> pd.DataFrame:
 def test_runs_prints_the_same_groups_table(seeds_store, capsys):
     assert main(["runs", "--runs-dir", str(seeds_store)]) == 0
     printed = markdown_rows(capsys.readouterr().out.split("Groups (runs that differ only in the training seed)")[1])
-    expected = pd.DataFrame([cmp.group_row(group) for group in group_runs(list_runs(seeds_store))])
+    expected = pd.DataFrame([group_stats.group_row(group) for group in group_runs(list_runs(seeds_store))])
     assert len(printed) == 6 and (printed[list(COLUMNS)] == expected[list(COLUMNS)]).all().all()
     for (method, metric), (mean, low, high) in cells(printed).items():
         assert_inside(metric, mean, low, high, f"runs {method}")
@@ -98,20 +98,20 @@ def test_a_group_says_not_yet_until_a_run_has_test_predictions_then_shows_those(
     first, second = (tmp_path / run.name / "predictions" / "test.npz" for run in group.runs)
     first.unlink()
     (copied,) = group_runs(list_runs(tmp_path))
-    row = cmp.group_row(copied)
+    row = group_stats.group_row(copied)
     assert row["complete"] == 1 and row["seeds"] == "0,1"
-    alone = cmp.group_row(Group(copied.key, copied.runs[1:]))  # the run that has them, as a unit of one
+    alone = group_stats.group_row(Group(copied.key, copied.runs[1:]))  # the run that has them, as a unit of one
     assert alone["seeds"] == "one run: seed 1" and CELL.fullmatch(alone["test ECE"])
     assert [row[column] for column in COLUMNS] == [alone[column] for column in COLUMNS]
     second.unlink()
-    row = cmp.group_row(group_runs(list_runs(tmp_path))[0])
+    row = group_stats.group_row(group_runs(list_runs(tmp_path))[0])
     assert row["complete"] == 0 and [row[column] for column in COLUMNS] == ["not yet", "not yet"]
 
 
 def test_every_recalibration_value_lies_inside_its_interval(mixed_store):
     """Every map and estimator on every run of the mixed store. With the bare percentile interval, 54 of its
     728 cells had the value outside (smooth ECE after temperature scaling 0.0025 [0.0026, 0.1281] among them)."""
-    settings = cmp.Settings(n_resamples=200)
+    settings = group_stats.Settings(n_resamples=200)
     checked = 0
     for run in list_runs(mixed_store):
         table = analysis.recalibration_estimates(run, settings, None)

@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz import calibration
 from peftviz.analysis import calibration as analysis
-from peftviz.analysis import comparison as cmp
+from peftviz.analysis import group_stats
 from peftviz.calibration.recalibration import RECALIBRATORS
 from peftviz.errors import RunError
 from peftviz.store.runs import Group, Run, load_run
@@ -104,7 +104,7 @@ def test_recalibration_estimates_judge_the_validation_fitted_map_on_test(recalib
     run = recalibration_run
     (val_probs, val_labels), (test_probs, test_labels) = run.predictions(2), run.predictions("test")
     on_validation, on_test = maps_fitted_on(val_probs, val_labels), maps_fitted_on(test_probs, test_labels)
-    table = analysis.recalibration_estimates(run, cmp.Settings(n_resamples=20), ["nll", "ece"])
+    table = analysis.recalibration_estimates(run, group_stats.Settings(n_resamples=20), ["nll", "ece"])
     assert list(table["map"]) == [heading for heading in analysis.RECALIBRATION_NAMES.values() for _ in range(2)]
     for method, heading in analysis.RECALIBRATION_NAMES.items():
         rows = table[table["map"] == heading].set_index("metric")
@@ -206,7 +206,7 @@ def two_runs(tmp_path_factory) -> tuple[Run, Run]:
 def test_the_paired_difference_of_two_single_runs_is_a_minus_b(two_runs, order):
     a, b = two_runs if order == "AB" else two_runs[::-1]
     units = [Group(a.name, [a]), Group(b.name, [b])]
-    result = cmp.compare_groups(units, cmp.Settings("test", 10, "width", 200, 0), ["accuracy", "ece"])
+    result = group_stats.stats_of_groups(units, group_stats.Settings("test", 10, "width", 200, 0), ["accuracy", "ece"])
     assert len(result.pairs) == 2
     (probs_a, labels), (probs_b, _) = a.predictions("test"), b.predictions("test")
     expected = {

@@ -1,4 +1,4 @@
-"""peftviz.data.loading: the bbc-news corpus, local files and folders, the hub datasets, and every DataError.
+"""peftviz.data: the bbc-news corpus, local files and folders, the hub datasets, and every DataError.
 
 Hostile input (FIFOs, devices, limits, NaN labels, broken encodings) has its own section; the
 generated files are in test_data_fuzz.py.
@@ -17,8 +17,11 @@ import huggingface_hub.constants
 import numpy as np
 import pytest
 
-import peftviz.data.loading as data_module
-from peftviz.data.loading import BUILTIN, HUB_DATASETS, NEWSGROUPS, TextData, describe, load_data
+from peftviz.data import checks, csv_jsonl, folders, hub, text_data
+from peftviz.data.builtin import BUILTIN, bbc_folder
+from peftviz.data.hub import HUB_DATASETS, NEWSGROUPS
+from peftviz.data.loading import load_data
+from peftviz.data.text_data import TextData, describe
 from peftviz.errors import DataError
 from tests.support.helpers import hard_timeout
 
@@ -51,6 +54,13 @@ def assert_well_formed(data: TextData) -> None:
         assert ds.features["label"].names == data.label_names
 
 
+def test_importing_uploads_loads_no_datasets():
+    # every page imports peftviz.data.uploads; `datasets` (a second to import) loads only with a source
+    code = "import sys\nimport peftviz.data.uploads\nprint(sorted({'datasets', 'pyarrow', 'numpy'} & set(sys.modules)))"
+    child = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == "[]"
+
+
 # ---------------------------------------------------------------------------------------------
 # bbc-news
 
@@ -58,7 +68,7 @@ def assert_well_formed(data: TextData) -> None:
 def test_bbc_sizes_names_and_dedup(bbc):
     assert_well_formed(bbc)
     assert bbc.name == "bbc-news" and bbc.label_names == BBC_NAMES and bbc.num_labels == 5
-    assert len(list(data_module.bbc_folder().glob("*/*.txt"))) == 2225
+    assert len(list(bbc_folder().glob("*/*.txt"))) == 2225
     sizes = describe(bbc)
     assert sizes == {
         "name": "bbc-news",
@@ -88,7 +98,7 @@ def test_bbc_splits_are_80_10_10_stratified_and_disjoint(bbc):
 
 def test_bbc_is_deterministic_per_seed_and_reads_the_corpus_once(bbc, monkeypatch):
     # the bbc fixture read the 2225 files; later loads split the kept corpus (benchmarks/data_load.py times both)
-    monkeypatch.setattr(data_module, "_read_folder", lambda folder: pytest.fail(f"read {folder} again"))
+    monkeypatch.setattr(folders, "read_folder", lambda folder: pytest.fail(f"read {folder} again"))
     again = load_data(BUILTIN, seed=0)
     other = load_data(BUILTIN, seed=1)
     for split in SPLITS:
@@ -353,9 +363,9 @@ def test_a_bad_txt_in_a_class_folder_is_named_not_skipped(tmp_path, make, proble
 def test_file_size_limit(tmp_path, monkeypatch):
     path = write_csv(tmp_path / "d.csv", rows(("a", "b"), 3))
     size = path.stat().st_size
-    monkeypatch.setattr(data_module, "MAX_FILE_BYTES", size)
+    monkeypatch.setattr(checks, "MAX_FILE_BYTES", size)
     assert len(load_data(str(path)).label_names) == 2  # exactly at the limit
-    monkeypatch.setattr(data_module, "MAX_FILE_BYTES", size - 1)
+    monkeypatch.setattr(checks, "MAX_FILE_BYTES", size - 1)
     assert error_of(path) == f"{path} is {size} bytes; the limit is {size - 1} bytes"
 
 
@@ -363,15 +373,15 @@ def test_folder_text_limit(tmp_path, monkeypatch):
     folder = make_folder(tmp_path / "corpus", per_class=3)
     total = sum(len(f"a text about {c}, number {i}") for c in ("cats", "dogs") for i in range(3))
     assert total == 162
-    monkeypatch.setattr(data_module, "MAX_FILE_BYTES", total)
+    monkeypatch.setattr(checks, "MAX_FILE_BYTES", total)
     assert load_data(str(folder)).num_labels == 2
-    monkeypatch.setattr(data_module, "MAX_FILE_BYTES", total - 1)
+    monkeypatch.setattr(checks, "MAX_FILE_BYTES", total - 1)
     assert error_of(folder) == f"folder {folder} holds more than 161 characters of text, the limit"
 
 
 @pytest.mark.parametrize("kind", ["csv", "jsonl"])
 def test_text_length_limit_names_the_row_and_the_limit(tmp_path, monkeypatch, kind):
-    monkeypatch.setattr(data_module, "MAX_TEXT_CHARS", 30)
+    monkeypatch.setattr(checks, "MAX_TEXT_CHARS", 30)
     records = rows(("a", "b"), 3)
     records[3]["text"] = "x" * 30
     path = tmp_path / f"d.{kind}"
@@ -388,19 +398,19 @@ def test_text_length_limit_names_the_row_and_the_limit(tmp_path, monkeypatch, ki
 
 def test_csv_field_limit_is_the_text_limit(tmp_path, monkeypatch):
     write_csv(tmp_path / "d.csv", rows(("a", "b"), 3))
-    previous = data_module.csv.field_size_limit(7)
+    previous = csv_jsonl.csv.field_size_limit(7)
     try:
         load_data(str(tmp_path / "d.csv"))
-        assert data_module.csv.field_size_limit() == data_module.MAX_TEXT_CHARS == 1_000_000
-        monkeypatch.setattr(data_module, "MAX_TEXT_CHARS", 40)
+        assert csv_jsonl.csv.field_size_limit() == checks.MAX_TEXT_CHARS == 1_000_000
+        monkeypatch.setattr(checks, "MAX_TEXT_CHARS", 40)
         load_data(str(tmp_path / "d.csv"))
-        assert data_module.csv.field_size_limit() == 40
+        assert csv_jsonl.csv.field_size_limit() == 40
     finally:
-        data_module.csv.field_size_limit(previous)
+        csv_jsonl.csv.field_size_limit(previous)
 
 
 def test_txt_length_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(data_module, "MAX_TEXT_CHARS", 100)
+    monkeypatch.setattr(checks, "MAX_TEXT_CHARS", 100)
     folder = make_folder(tmp_path / "corpus", per_class=3)
     (folder / "dogs" / "long.txt").write_text("  " + "z" * 101 + "  ")
     assert error_of(folder) == f"file {folder / 'dogs' / 'long.txt'} has 101 characters; the limit for a text is 100"
@@ -410,7 +420,7 @@ def test_txt_length_limit(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("kind", ["csv", "jsonl"])
 def test_row_limit(tmp_path, monkeypatch, kind):
-    monkeypatch.setattr(data_module, "MAX_ROWS", 6)
+    monkeypatch.setattr(checks, "MAX_ROWS", 6)
     path = tmp_path / f"d.{kind}"
     (write_csv if kind == "csv" else write_jsonl)(path, rows(("a", "b"), 3))
     assert sum(len(d) for d in load_data(str(path)).splits.values()) == 6
@@ -483,7 +493,7 @@ def test_nul_bom_and_line_separators_in_texts(tmp_path):
     records = [{"text": t, "label": label} for label in ("x", "y") for t in texts]
     csv_path = tmp_path / "d.csv"
     with open(csv_path, "w", encoding="utf-8-sig", newline="") as f:  # a BOM first, as Excel writes
-        data_module.csv.writer(f).writerows([["text", "label"], *[[r["text"], r["label"]] for r in records]])
+        csv_jsonl.csv.writer(f).writerows([["text", "label"], *[[r["text"], r["label"]] for r in records]])
     for path in (csv_path, write_jsonl(tmp_path / "d.jsonl", records)):
         data = load_data(str(path))
         assert sorted(pair for s in SPLITS for pair in named_labels(data, s)) == sorted(
@@ -590,7 +600,7 @@ def test_many_small_classes_are_split_in_one_pass():
     labels = np.random.default_rng(0).permutation(np.repeat(np.arange(200_000), 3))
     names = [f"c{i}" for i in range(200_000)]
     with hard_timeout(15):
-        cuts = data_module._stratified_indices(labels, ("validation", "test"), 0, names, "d.csv")
+        cuts = text_data.stratified_indices(labels, ("validation", "test"), 0, names, "d.csv")
     for split in SPLITS:  # three of each class: one each
         assert np.array_equal(np.sort(labels[cuts[split]]), np.arange(200_000))
 
@@ -604,7 +614,7 @@ def fake_hub(monkeypatch, expected: tuple, raw: datasets.DatasetDict) -> None:
         assert (path, name) == expected
         return raw
 
-    monkeypatch.setattr(data_module, "load_dataset", fake_load_dataset)
+    monkeypatch.setattr(hub, "load_dataset", fake_load_dataset)
 
 
 def test_20newsgroups(monkeypatch):

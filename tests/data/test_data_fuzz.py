@@ -23,7 +23,9 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from peftviz.data.loading import MAX_TEXT_CHARS, TextData, load_data
+from peftviz.data.checks import MAX_TEXT_CHARS
+from peftviz.data.loading import load_data
+from peftviz.data.text_data import TextData
 from peftviz.errors import DataError
 from tests.data.test_data import SPLITS, assert_well_formed
 from tests.support.helpers import FUZZ, hard_timeout

@@ -485,7 +485,7 @@ def test_the_train_page_imports_a_model_in_the_background_and_says_what_is_wrong
 
     run = smoke_run(tmp_path / "elsewhere", "lora", "tiny-bert")
     exported = export_run(run, tmp_path / "adapter")
-    page = AppTest.from_file("../pages/1_Train.py", default_timeout=60).run()
+    page = AppTest.from_file("../../pages/1_Train.py", default_timeout=60).run()
     page.selectbox[0].set_value("smoke").run()
     page.text_input(key="import_source").set_value(str(tmp_path / "nowhere")).run()
     page.button(key="train_import").click().run()
@@ -524,7 +524,7 @@ def test_imports_at_two_seeds_form_a_group_apart_from_trained_runs_and_sweeps_ne
 
 def test_requirements_keep_transformers_where_peft_runs_prefix_tuning_on_bert():
     """transformers 5.24 renamed past_key_values, which peft 0.21's prefix tuning looks for by name
-    (requirements.txt says so): the pin admits the installed release, not 5.24."""
+    (pyproject.toml says so; requirements.txt pins the same): the pin admits the installed release, not 5.24."""
     import transformers
     from packaging.requirements import Requirement
     from packaging.version import Version

@@ -169,10 +169,10 @@ FAST_WRITES = (1, 5)  # config.json inside the folder being built; the first epo
 
 
 @pytest.mark.parametrize(
-    "write", [w if w in FAST_WRITES else pytest.param(w, marks=pytest.mark.slow) for w in range(1, MAX_WRITES + 1)]
+    "write", [w if w in FAST_WRITES else pytest.param(w, marks=pytest.mark.long) for w in range(1, MAX_WRITES + 1)]
 )
 def test_sigkill_mid_write_then_cli_resume(tmp_path, reference, write):
-    """A real SIGKILL in the middle of each write (in the fast run: two of them; all with -m slow)."""
+    """A real SIGKILL in the middle of each write (in the fast run: two of them; all with -m long)."""
     if write > len(reference[1]):
         pytest.skip(f"the reference run made {len(reference[1])} writes")
     killed = cli("-c", KILLER, str(write), str(tmp_path))

@@ -28,7 +28,7 @@ def streamlit_server(store: Path, script: str = "app.py", options: tuple[str, ..
     """`streamlit run <script>` on `store` (with Streamlit's command-line `options`), until the block
     ends; yields (URL, server process)."""
     port = free_port()
-    env = {**os.environ, "PEFTVIZ_RUNS": str(store), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PEFTVIZ_RUNS": str(store)}  # peftviz: .venv's install (scripts/setup.sh), no PYTHONPATH
     command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
                "--server.address", "127.0.0.1", "--server.port", str(port), *options]  # fmt: skip
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

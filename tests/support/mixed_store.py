@@ -47,18 +47,19 @@ def build(store: Path, scratch: Path) -> Path:
     from peftviz.exchange.export import export_run
     from peftviz.exchange.imports import import_model
     from peftviz.exchange.request import ImportRequest
-    from peftviz.training.config import comparison, over_seeds, preset_config
-    from peftviz.training.trainer import compare
+    from peftviz.sweep.variants import comparison_configs
+    from peftviz.training.config import over_seeds, preset_config
+    from tests.support.sweeps import trained
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny models: one thread is faster than two contending ones
     try:
         sizes = {"limit": LIMIT, "max_length": MAX_LENGTH, "epochs": EPOCHS}
         other = {**sizes, "model": "tiny-roberta", "dataset": str(write_csv(scratch / "topics.csv"))}
-        compare([preset_config("smoke", method, **other) for method in ("prefix-propagation", "bitfit")], store)
-        compare(comparison("smoke", **sizes), store)
+        trained([preset_config("smoke", method, **other) for method in ("prefix-propagation", "bitfit")], store)
+        trained(comparison_configs("smoke", **sizes), store)
         extra = [preset_config("smoke", "prefix-propagation", **sizes), preset_config("smoke", "lora", **sizes)]
-        trained = compare(over_seeds(extra[:1], [1, 2]) + over_seeds(extra[1:], [0, 1]), store)
+        trained = trained(over_seeds(extra[:1], [1, 2]) + over_seeds(extra[1:], [0, 1]), store)
         lora = next(run for run in trained if run.config.method == "lora" and run.seed == 0)
         import_model(ImportRequest(str(export_run(lora, scratch / "exported"))), store)
     finally:

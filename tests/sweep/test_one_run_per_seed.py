@@ -23,7 +23,8 @@ from peftviz.methods import DEFAULT_METHOD, METHODS
 from peftviz.store.runs import group_key, group_runs, list_runs
 from peftviz.store.writer import RunWriter
 from peftviz.sweep.plan import plan
-from peftviz.training.config import TrainConfig, comparison, preset_config
+from peftviz.sweep.variants import comparison_configs
+from peftviz.training.config import TrainConfig, preset_config
 from peftviz.training.progress import SKIPPED
 from tests.support.job_helpers import Gate, fake_queue, wait_until_idle
 
@@ -168,7 +169,7 @@ def test_a_forced_repeat_is_marked_listed_and_not_counted(tmp_path, capsys):
 def test_the_queue_takes_the_same_runs_once_while_they_wait_or_train(tmp_path):
     gate = Gate()
     queue = JobQueue(max_running=1, train=gate)
-    configs = comparison("smoke")[:2]
+    configs = comparison_configs("smoke")[:2]
     first = queue.submit(configs, tmp_path, owner="a")
     with pytest.raises(AlreadyQueued, match=f"your job {first.id} is training") as again:
         queue.submit(list(reversed(configs)), tmp_path, owner="a")  # the same runs, in another order

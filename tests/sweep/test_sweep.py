@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from peftviz.errors import PeftvizError
-from peftviz.paths import child_python_path
 from peftviz.store.runs import list_runs
-from peftviz.sweep.plan import RayOptions, plan, run_sweep
-from peftviz.training.config import comparison, comparison_methods, over_seeds
+from peftviz.sweep import RayOptions, plan, run_sweep
+from peftviz.sweep.variants import comparison_configs
+from peftviz.training.config import comparison_methods, over_seeds
 from peftviz.training.progress import finished_line
 
 ray = pytest.importorskip("ray")
@@ -26,7 +26,7 @@ METHODS = "prefix-tuning,lora"
 
 
 def sweep_configs(seeds=(0, 1), **overrides) -> list:
-    return over_seeds(comparison("smoke", comparison_methods(METHODS), **overrides), list(seeds))
+    return over_seeds(comparison_configs("smoke", comparison_methods(METHODS), **overrides), list(seeds))
 
 
 def predictions(run) -> dict[str, bytes]:
@@ -45,8 +45,7 @@ def by_title(runs) -> dict:
 @pytest.fixture(scope="module")
 def local_ray():
     """Ray on this machine with 2 CPUs: 2 runs at once, one thread each (Ray sets a task's threads to its CPUs)."""
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             runtime_env={"env_vars": {"PYTHONPATH": child_python_path()}})  # fmt: skip
+    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     yield
     ray.shutdown()
 
@@ -152,7 +151,7 @@ def test_running_an_interrupted_sweep_again_trains_only_what_is_missing(tmp_path
 @pytest.fixture
 def lora_fails(monkeypatch):
     """Every lora run of a sweep fails with a two-line error (as a NaN loss would); the others train. Undo: call it."""
-    from peftviz.sweep.plan import plan as sweep
+    import peftviz.sweep.local as sweep  # the local engine's own name for it
 
     real = sweep.execute
 
@@ -191,8 +190,10 @@ def test_the_app_s_job_on_ray_reports_each_run_queued_then_done(local_ray, tmp_p
     from peftviz.app.worker import sweep_on_ray
 
     configs = sweep_configs(seeds=(0,))
-    events = []
-    runs = sweep_on_ray(configs, tmp_path, events.append)
+    events, told = [], []
+    runs = [outcome.run for outcome in sweep_on_ray(configs, tmp_path, events.append, told=told.append)]
+    assert sorted((outcome.run, outcome.word) for outcome in told) == sorted((title, "new") for title in
+                                                                           [c.run_title for c in configs])  # fmt: skip
     titles = [config.run_title for config in configs]
     assert [(e.run, e.phase) for e in events[:2]] == [(title, "queued on Ray") for title in titles]
     assert sorted((e.run, e.phase) for e in events[2:]) == sorted((title, "done") for title in titles)

@@ -20,7 +20,7 @@ from peftviz.methods import METHODS
 from peftviz.modeling.backbones import load_encoder, tiny_encoder
 from peftviz.modeling.model import build_classifier
 from peftviz.store.runs import list_runs
-from peftviz.training.config import TrainConfig, preset_config
+from peftviz.training.config import preset_config
 from peftviz.training.engine import resolve_precision
 from peftviz.training.inference import evaluation_metrics, run_data
 from peftviz.training.trainer import train
@@ -151,13 +151,6 @@ def test_bf16_on_a_gpu_without_it_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: "NVIDIA GeForce GTX 1080 Ti")
     with pytest.raises(ConfigError, match="GTX 1080 Ti has no bfloat16; use fp16 or fp32"):
         resolve_precision("bf16", torch.device("cuda"))
-
-
-def test_runs_stored_before_precisions_read_back_as_fp32():
-    record = preset_config("smoke").to_dict()
-    del record["precision"], record["gradient_checkpointing"]
-    config = TrainConfig.from_stored(record)
-    assert config.precision == "fp32" and config.gradient_checkpointing is False
 
 
 def loss_and_gradients(encoder, method: str, checkpointing: bool) -> tuple[float, dict, int]:

@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 
 from peftviz.app.jobs import Job, left_text
-from peftviz.training.config import comparison
+from peftviz.sweep.variants import comparison_configs
 from peftviz.training.progress import MEASURED_STEPS, Pace, Progress
 
 
 def running_job(runs: int = 1) -> Job:
-    job = Job(comparison("smoke")[:runs], Path("."))
+    job = Job(comparison_configs("smoke")[:runs], Path("."))
     job.status, job.started = "running", 0.0
     return job
 

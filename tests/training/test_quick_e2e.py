@@ -1,6 +1,6 @@
 """End to end: the quick comparison on the offline MiniLM and bbc-news (about 10 minutes on 2 cores).
 
-Run on its own with:  .venv/bin/python -m pytest -m slow
+Run on its own with:  .venv/bin/python -m pytest -m long
 """
 
 import subprocess
@@ -16,7 +16,7 @@ from peftviz.store.runs import list_runs
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_quick_comparison_trains_every_method_to_85_percent_within_12_minutes(tmp_path):
     started = time.perf_counter()
     result = subprocess.run(

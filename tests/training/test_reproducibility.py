@@ -17,8 +17,9 @@ import torch
 
 from peftviz.app.worker import compare_in_process
 from peftviz.errors import ConfigError, ModelLoadError, TrainingError
-from peftviz.training.config import comparison, preset_config
-from peftviz.training.trainer import compare
+from peftviz.sweep.variants import comparison_configs
+from peftviz.training.config import preset_config
+from tests.support.sweeps import trained
 
 METHODS = ["prefix-tuning", "kernel-prefix-propagation"]  # the two rows a tester saw differ
 
@@ -38,7 +39,7 @@ def draw_while(thread_or_event) -> None:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     configs = [preset_config("smoke", method) for method in METHODS]
-    return compare(configs, tmp_path_factory.mktemp("in-process"))
+    return trained(configs, tmp_path_factory.mktemp("in-process"))
 
 
 def test_a_child_process_stores_what_an_undisturbed_run_stores(reference, tmp_path):
@@ -67,7 +68,7 @@ def test_a_thread_that_draws_from_the_generator_changes_an_in_process_run(refere
     """Why the child process: the same disturbance in a thread of the training process changes its dropout."""
     stop = threading.Event()
     runs = []
-    training = threading.Thread(target=lambda: runs.extend(compare([preset_config("smoke", METHODS[0])], tmp_path)))
+    training = threading.Thread(target=lambda: runs.extend(trained([preset_config("smoke", METHODS[0])], tmp_path)))
     training.start()
     draw_while_alive = threading.Thread(target=draw_while, args=(stop,), daemon=True)
     draw_while_alive.start()
@@ -106,7 +107,7 @@ def test_the_child_never_runs_the_parents_main(tmp_path, monkeypatch):
 
 
 def test_the_quick_comparisons_configs_survive_the_trip_as_json():
-    for config in comparison("quick"):
+    for config in comparison_configs("quick"):
         assert type(config).from_dict(config.to_dict()) == config
     with pytest.raises(ConfigError):
         type(config).from_dict({**config.to_dict(), "learning_rate": -1.0})

@@ -21,7 +21,9 @@ from peftviz.modeling.backbones import load_encoder, max_tokens, tiny_encoder
 from peftviz.modeling.model import build_classifier
 from peftviz.options import Bounds, shown
 from peftviz.paths import minilm_path
-from peftviz.training.config import PRESETS, TrainConfig, alpha_grid, comparison, preset_config
+from peftviz.store.migrations import stored_config
+from peftviz.sweep.variants import comparison_configs
+from peftviz.training.config import PRESETS, TrainConfig, alpha_grid, preset_config
 
 NAN, INF = math.nan, math.inf
 KERNEL = "kernel-prefix-propagation"
@@ -140,7 +142,7 @@ def test_a_bad_setting_is_refused_naming_it(overrides, expected):
 @pytest.mark.parametrize(("overrides", "expected"), CASES, ids=[shown(case[0]) for case in CASES])
 def test_a_stored_bad_setting_is_refused_the_same_way(overrides, expected):
     with pytest.raises(ConfigError, match=re.escape(expected)):
-        TrainConfig.from_stored({"method": "prefix-propagation", **overrides})
+        stored_config({"method": "prefix-propagation", **overrides})
 
 
 def options_classes() -> list[type]:
@@ -277,27 +279,12 @@ def test_a_new_options_class_declares_its_rules_in_one_place():
 
 def test_presets_comparisons_grids_and_cli_options_still_build():
     for preset in PRESETS:
-        assert len(comparison(preset, "all")) > len(METHODS)
+        assert len(comparison_configs(preset, "all")) > len(METHODS)
         assert len(alpha_grid(preset)) == 6
     for name in METHODS:
         assert preset_config("smoke", name).method == name
     options = parse_method_options(KERNEL, ["alpha=1", "prefix_length=16", "alpha_trainable=true"])
     assert TrainConfig(**method(KERNEL, **options)).method_config.alpha == 1.0
-
-
-def test_stored_configs_from_earlier_versions_still_read():
-    config = TrainConfig.from_stored(
-        {"method": "tiny-attention", "model": "tiny-bert", "seed": 3, "average_heads": True, "parameters": {}}
-    )
-    assert config.data_seed == 3 and config.method_options == {"average_heads": True}
-    with pytest.raises(ConfigError, match="average_heads must be true or false, not 'no'"):
-        TrainConfig.from_stored({"method": "tiny-attention", "average_heads": "no"})
-    with pytest.raises(ConfigError, match="method_options must be a mapping of names to values, not list"):
-        TrainConfig.from_stored({"method": "tiny-attention", "average_heads": True, "method_options": [1]})
-    with pytest.raises(ConfigError, match="config.json holds a list, not an object"):
-        TrainConfig.from_stored([1])
-    with pytest.raises(ConfigError, match=r"TrainConfig has no option\(s\) 'a\\nb', 1, epoch;"):
-        TrainConfig.from_stored({"method": "lora", "epoch": 3, 1: 2, "a\nb": 3})
 
 
 def test_a_huge_prefix_is_refused_before_anything_is_allocated(monkeypatch):

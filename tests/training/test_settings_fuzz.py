@@ -1,4 +1,4 @@
-"""Hostile settings, generated: `TrainConfig.from_dict` and `TrainConfig.from_stored` on dicts that mix
+"""Hostile settings, generated: `TrainConfig.from_dict` and the store's `stored_config` on dicts that mix
 valid values with NaN, ±inf, huge and negative numbers, bools, strings, None, containers and
 unknown keys, for the run settings and every registered method's options.
 
@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 from peftviz.errors import ConfigError
 from peftviz.methods import METHODS
-from peftviz.training.config import MAX_BATCH, RECORD_ONLY, TrainConfig
+from peftviz.store.migrations import stored_config
+from peftviz.store.schema import RECORD_FIELDS
+from peftviz.training.config import MAX_BATCH, TrainConfig
 from tests.support.helpers import each_case_within
 
 FUZZ = settings(derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -113,11 +115,11 @@ def problems(values: dict) -> list[str]:
 
 
 def stored_as_values(record) -> dict | list[str]:
-    """What from_stored hands on to from_dict, or the problems it finds itself (a record without a model is
+    """What stored_config hands on to from_dict, or the problems it finds itself (a record without a model is
     refused too: the property says so)."""
     if not isinstance(record, dict) or "method" not in record:
         return ["record"]
-    values = {key: value for key, value in record.items() if key not in RECORD_ONLY}
+    values = {key: value for key, value in record.items() if key not in RECORD_FIELDS}
     values.setdefault("data_seed", values.get("seed", 0))
     average_heads = values.pop("average_heads", False)
     if type(average_heads) is not bool:
@@ -303,7 +305,7 @@ def test_from_dict_accepts_exactly_the_valid_settings(values):
     HOSTILE,
 )
 @each_case_within(10)
-def test_from_stored_accepts_exactly_the_valid_records(values, change, extra):
+def test_stored_config_accepts_exactly_the_valid_records(values, change, extra):
     record = dict(values)
     if change == "drop_data_seed":
         record.pop("data_seed", None)
@@ -321,7 +323,7 @@ def test_from_stored_accepts_exactly_the_valid_records(values, change, extra):
         record.setdefault("model", "tiny-bert")
     handed_on = stored_as_values(record)
     refused = isinstance(handed_on, list) or bool(problems(handed_on)) or "model" not in record
-    assert_refused_or_exact(refused, lambda: TrainConfig.from_stored(record), handed_on)
+    assert_refused_or_exact(refused, lambda: stored_config(record), handed_on)
 
 
 @settings(FUZZ, max_examples=150)
@@ -341,4 +343,4 @@ def test_every_method_refuses_its_hostile_options(name, mode, data):
 
 def test_the_records_that_are_not_objects_are_refused():
     for record in ([], "x", None, 3, [{"method": "lora"}]):
-        assert_refused_in_one_line(lambda record=record: TrainConfig.from_stored(record))
+        assert_refused_in_one_line(lambda record=record: stored_config(record))

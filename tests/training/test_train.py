@@ -16,7 +16,8 @@ import torch
 from peftviz import calibration
 from peftviz.cli import main
 from peftviz.store.runs import list_runs, load_run
-from peftviz.training.config import comparison, preset_config
+from peftviz.sweep.variants import comparison_configs
+from peftviz.training.config import preset_config
 from peftviz.training.inference import load_trained, make_loader, predict, run_data, tokenize
 from peftviz.training.trainer import train
 
@@ -27,10 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def smoke_runs(tmp_path_factory):
     """The smoke comparison: every method, one store, trained once for the module."""
     store = tmp_path_factory.mktemp("runs")
-    from peftviz.training.trainer import compare
+    from tests.support.sweeps import trained
 
     events = []
-    runs = compare(comparison("smoke"), store, events.append)
+    runs = trained(comparison_configs("smoke"), store, events.append)
     return store, runs, events
 
 
@@ -214,7 +215,7 @@ def test_the_store_lists_runs_in_the_order_they_were_made(smoke_store):
     from peftviz.training.config import alpha_grid
     from peftviz.training.trainer import created_now
 
-    made = comparison("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2))  # as conftest's smoke_store
+    made = comparison_configs("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2))  # as conftest's smoke_store
     assert [run.config.run_title for run in list_runs(smoke_store)] == [config.run_title for config in made]
     first = created_now()
     time.sleep(0.002)

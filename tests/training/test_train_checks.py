@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz.errors import ConfigError
 from peftviz.methods import METHODS
+from peftviz.sweep.variants import check_start, starting_runs
 from peftviz.training.config import PRESETS, TrainConfig, preset_config
 from tests.app.test_shared_paths import one_run_store  # noqa: F401  (a fixture, used by name)
 from tests.support.job_helpers import fake_queue
@@ -162,9 +163,7 @@ def test_a_starting_run_of_another_head_size_is_refused_on_the_page(store_copy, 
     at = choose_starting_run(store_copy)
     widget(at, "number_input", "head_dim").set_value(2).run()
     press_train(at)
-    assert [error.value for error in at.error] == [
-        f"starting run {store_copy.name} (init_from) has heads of size 1, not 2 (head_dim)"
-    ]
+    assert [error.value for error in at.error] == [f"starting run {store_copy.name} (init_from) has head_dim 1, not 2"]
     assert queue.jobs == []
 
 
@@ -178,8 +177,8 @@ def test_a_starting_run_stays_chosen_when_another_model_is_typed_and_is_refused(
     press_train(at)
     assert [error.value for error in at.error] == [
         (
-            f"starting run {store_copy.name} (init_from) was trained on tiny-bert, not tiny-roberta; its adapters fit "
-            "only that model"
+            f"starting run {store_copy.name} (init_from) was trained on tiny-bert, not tiny-roberta; its parameters "
+            "fit only that model"
         )
     ]
     assert queue.jobs == []
@@ -197,20 +196,42 @@ def test_a_starting_run_gone_from_the_store_is_refused_on_the_page(store_copy, m
 
 
 def test_a_starting_run_fits_only_its_own_model_and_method(store_copy):
+    """The planner reads what the method declares (`starts_from`): a complete run of the same method with its
+    `requires`, on the same model, of the same head size."""
     method = store_copy.method_class
-    (link,) = method.run_links
+    link = method.start_option()
     path = str(store_copy.params_path)
     config = replace(store_copy.config, method_options={link: path, "n_heads": 4}, seed=3)
-    method.check_links(config, [store_copy])  # fits: no error
+    check_start(config, [store_copy])  # fits: no error
     other_model = replace(config, model="tiny-roberta")
     with pytest.raises(
         ConfigError, match=rf"run {store_copy.name} \(init_from\) was trained on tiny-bert, not tiny-roberta"
     ):
-        method.check_links(other_model, [store_copy])
-    assert method.linkable_runs(link, [store_copy], "tiny-roberta") == []
-    assert method.linkable_runs(link, [store_copy], "tiny-bert") == [store_copy]
+        check_start(other_model, [store_copy])
+    assert starting_runs(method, [store_copy], "tiny-roberta") == []
+    assert starting_runs(method, [store_copy], "tiny-bert") == [store_copy]
     with pytest.raises(ConfigError, match="no longer in the store"):
-        method.check_links(replace(config, method_options={link: "/etc/passwd"}), [store_copy])
+        check_start(replace(config, method_options={link: "/etc/passwd"}), [store_copy])
+    four_heads = replace(store_copy, config=replace(store_copy.config, method_options={"n_heads": 4}))
+    assert starting_runs(method, [four_heads], "tiny-bert") == []  # not one head: not what `requires` asks
+    with pytest.raises(ConfigError, match=rf"run {store_copy.name} \(init_from\) is not a complete .* with n_heads=1"):
+        check_start(config, [four_heads])
+    stopped = replace(store_copy, status="incomplete")
+    assert starting_runs(method, [stopped], "tiny-bert") == []
+    with pytest.raises(ConfigError, match="is not a complete"):
+        check_start(config, [stopped])
+
+
+def test_a_stopped_run_whose_start_points_outside_its_store_is_refused_before_it_resumes(store_copy):
+    from peftviz.errors import RunError
+    from peftviz.sweep.variants import check_start_inside
+
+    link = store_copy.method_class.start_option()
+    inside = replace(store_copy, config=replace(store_copy.config, method_options={link: str(store_copy.params_path)}))
+    check_start_inside(inside)  # its own store: no error
+    outside = replace(store_copy, config=replace(store_copy.config, method_options={link: "/etc/passwd"}))
+    with pytest.raises(RunError, match=r"config.json: init_from points outside the store \(/etc/passwd\)"):
+        check_start_inside(outside)
 
 
 # ------------------------------------------------------------------------------------- learning rate

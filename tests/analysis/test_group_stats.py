@@ -1,5 +1,6 @@
-"""Groups of seeds and the comparison table, recomputed here from the stored predictions with scipy,
-statsmodels and the estimators directly; the `report` command; the group curves of the Calibration page."""
+"""Groups of seeds, their summary and pairs tables (`peftviz.analysis.group_stats`), recomputed here from the
+stored predictions with scipy, statsmodels and the estimators directly; the `report` command; the group curves
+of the Calibration page."""
 
 from dataclasses import replace
 
@@ -11,15 +12,16 @@ from statsmodels.stats.multitest import multipletests
 
 from peftviz import calibration
 from peftviz.analysis import calibration as analysis
-from peftviz.analysis import comparison as cmp
+from peftviz.analysis import group_stats
 from peftviz.calibration import estimators
 from peftviz.cli import main
 from peftviz.store.runs import Group, group_runs, list_runs
-from peftviz.training.config import comparison, over_seeds, parse_seeds
+from peftviz.sweep.variants import comparison_configs
+from peftviz.training.config import over_seeds, parse_seeds
 from tests.support.helpers import seed_values_and_draws, two_level_by_hand
 
 METRICS = ("accuracy", "ece", "smooth_ece", "brier")
-SETTINGS = cmp.Settings("test", 10, "width", 60, 0)
+SETTINGS = group_stats.Settings("test", 10, "width", 60, 0)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +31,7 @@ def groups(seeds_store):
 
 @pytest.fixture(scope="module")
 def result(groups):
-    return cmp.compare_groups(groups, SETTINGS, METRICS)
+    return group_stats.stats_of_groups(groups, SETTINGS, METRICS)
 
 
 def t_interval(values):
@@ -50,7 +52,7 @@ def test_seeds_parse_as_a_count_or_a_list():
 
 
 def test_over_seeds_goes_seed_by_seed_and_keeps_the_data_seed():
-    configs = over_seeds(comparison("smoke"), [3, 4])
+    configs = over_seeds(comparison_configs("smoke"), [3, 4])
     assert [c.seed for c in configs] == [3] * 6 + [4] * 6
     assert {c.data_seed for c in configs} == {0}
 
@@ -71,7 +73,7 @@ def test_a_different_training_seed_changes_the_run_but_not_the_group(groups):
     assert group.runs[0].group_key == group.runs[1].group_key
 
 
-# ---------------------------------------------------------------- the comparison table
+# ---------------------------------------------------------------- the summary and pairs tables
 
 
 def values_and_draws(group, metric, n_resamples=60, seed=0, which="test"):
@@ -94,7 +96,7 @@ def test_summary_is_the_mean_over_seeds_with_the_two_level_bootstrap(groups, res
 
 
 def test_summary_with_t_over_seeds_is_the_t_interval(groups):
-    t_result = cmp.compare_groups(groups, replace(SETTINGS, group_interval="t"), ["accuracy", "brier"])
+    t_result = group_stats.stats_of_groups(groups, replace(SETTINGS, group_interval="t"), ["accuracy", "brier"])
     for group in groups:
         for metric in ("accuracy", "brier"):
             values = [estimators.point_estimates(*run.predictions("test"), 10, "width", [metric])[metric]
@@ -107,7 +109,7 @@ def test_summary_with_t_over_seeds_is_the_t_interval(groups):
             assert row["interval"].item() == "t over seeds"
     assert set(t_result.pairs["test"]) == {"paired t (seeds)"}
     with pytest.raises(ValueError, match="group_interval must be one of bootstrap, t"):
-        cmp.Settings(group_interval="z")
+        group_stats.Settings(group_interval="z")
 
 
 def test_an_estimate_of_the_summary_is_recomputed_from_its_definition(groups, result):
@@ -149,7 +151,7 @@ def test_pairs_are_paired_by_seed_and_holm_adjusted_per_metric(groups, result):
 
 def test_single_runs_compare_by_the_paired_bootstrap(groups):
     units = [Group(group.runs[0].name, group.runs[:1]) for group in groups[:3]]
-    result = cmp.compare_groups(units, SETTINGS, ["ece"])
+    result = group_stats.stats_of_groups(units, SETTINGS, ["ece"])
     assert set(result.pairs["test"]) == {"paired bootstrap"}
     assert result.pairs["p_better"].isna().all()  # one run each: no probability of improvement over seeds
     row = result.summary.iloc[0]
@@ -161,17 +163,18 @@ def test_single_runs_compare_by_the_paired_bootstrap(groups):
 
 def test_units_are_chosen_by_key_run_or_label_and_must_share_a_split(seeds_store, groups, tmp_path):
     runs = list_runs(seeds_store)
-    assert [g.key for g in cmp.select_units(runs)] == [g.key for g in groups]
-    assert cmp.select_units(runs, [groups[0].key])[0].seeds == [0, 1]
-    assert len(cmp.select_units(runs, [groups[0].runs[1].name])[0].runs) == 1
-    assert cmp.select_units(runs, ["prefix-tuning"])[0].label == "prefix-tuning"
+    assert [g.key for g in group_stats.select_units(runs)] == [g.key for g in groups]
+    assert group_stats.select_units(runs, [groups[0].key])[0].seeds == [0, 1]
+    assert len(group_stats.select_units(runs, [groups[0].runs[1].name])[0].runs) == 1
+    assert group_stats.select_units(runs, ["prefix-tuning"])[0].label == "prefix-tuning"
     with pytest.raises(ValueError, match="no group, run or method named"):
-        cmp.select_units(runs, ["nothing"])
+        group_stats.select_units(runs, ["nothing"])
     other = runs[0]
     other.config = replace(other.config, data_seed=7)
-    assert other.name not in {run.name for g in cmp.select_units(runs) for run in g.runs}  # not the common split
+    chosen = {run.name for g in group_stats.select_units(runs) for run in g.runs}
+    assert other.name not in chosen  # not the common split
     with pytest.raises(ValueError, match="different data"):
-        cmp.select_units(runs, [other.name, runs[1].name])
+        group_stats.select_units(runs, [other.name, runs[1].name])
 
 
 def test_report_prints_markdown_and_writes_the_same_numbers_as_csv(seeds_store, result, tmp_path, capsys):

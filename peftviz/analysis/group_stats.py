@@ -1,4 +1,6 @@
-"""Comparing methods: each method's value with its interval, and which differences are real.
+"""Groups of seeds side by side: each group's value with its interval, and which differences are real.
+
+What `report` prints, the Calibration page's tables and the groups table of `runs` and Home.
 
 Units. A *group* is the runs of one setting at several training seeds (`runs.group_runs`); a run
 named on its own is a group of one. Every unit is judged on the same predictions:
@@ -8,7 +10,7 @@ named on its own is a group of one. Every unit is judged on the same predictions
 * ``which=<epoch>``: that epoch's validation predictions (a run with fewer epochs uses its last).
 
 Every run's estimates come from `analysis.estimates` (computed once, cached in the run folder):
-its point value and its draws on the comparison's resampled example rows, the same rows for every
+its point value and its draws on the resampled example rows, the same rows for every
 run (one split, one resampling seed).
 
 Per unit and metric (`summary_table`): the mean over its seeds and, by default
@@ -58,7 +60,7 @@ GROUP_INTERVALS = {"bootstrap": "two-level bootstrap over seeds and examples", "
 
 @dataclass(frozen=True)
 class Settings:
-    """How every estimate of a comparison is made; part of every cache key."""
+    """How every estimate of the groups is made; part of every cache key."""
 
     which: int | str = "test"
     n_bins: int = 10
@@ -84,7 +86,7 @@ def check_metrics(metrics) -> tuple[str, ...]:
 
 
 def predictions(run: Run, which: int | str) -> tuple[np.ndarray, np.ndarray]:
-    """The predictions a comparison judges: "test", or an epoch's validation (the last one if fewer)."""
+    """The predictions the groups are judged on: "test", or an epoch's validation (the last one if fewer)."""
     return run.predictions(resolve(run, which))
 
 
@@ -180,11 +182,11 @@ def pairwise_table(
     return table[list(PAIR_COLUMNS)]
 
 
-# ---------------------------------------------------------------- the whole comparison
+# ---------------------------------------------------------------- the groups' statistics
 
 
 @dataclass(frozen=True)
-class Comparison:
+class GroupStats:
     """What `report` prints and the Calibration page shows: units, their summary and their pairs."""
 
     settings: Settings
@@ -194,7 +196,7 @@ class Comparison:
     n_examples: int  # the test (or validation) examples every run was judged on
 
 
-def compare_groups(groups: list[Group], settings: Settings, metrics=None, progress=None) -> Comparison:
+def stats_of_groups(groups: list[Group], settings: Settings, metrics=None, progress=None) -> GroupStats:
     """Estimate every run of every group once, then summarise and compare. progress(done, total) if given."""
     metrics = check_metrics(metrics)
     if not groups:
@@ -205,17 +207,17 @@ def compare_groups(groups: list[Group], settings: Settings, metrics=None, progre
         estimates[run.name] = run_estimates(run, settings, metrics)
         if progress:
             progress(done + 1, len(runs))
-    return compare_estimates(groups, estimates, settings, metrics)
+    return stats_of_estimates(groups, estimates, settings, metrics)
 
 
-def compare_estimates(groups: list[Group], estimates: dict[str, dict], settings: Settings, metrics) -> Comparison:
-    """The comparison of groups whose runs' `run_estimates` are at hand (run name -> estimates)."""
+def stats_of_estimates(groups: list[Group], estimates: dict[str, dict], settings: Settings, metrics) -> GroupStats:
+    """The statistics of groups whose runs' `run_estimates` are at hand (run name -> estimates)."""
     metrics = check_metrics(metrics)
     _one_data_split(groups)  # different data: say which, before checking the examples one by one
     n_examples = _check_same_examples(groups, settings)
     summary = summary_table(groups, estimates, metrics, settings)
     pairs = pairwise_table(groups, estimates, metrics, settings, n_examples)
-    return Comparison(settings, metrics, summary, pairs, n_examples)
+    return GroupStats(settings, metrics, summary, pairs, n_examples)
 
 
 # ---------------------------------------------------------------- tables for people
@@ -233,46 +235,46 @@ def seeds_cell(seeds: list[int]) -> str:
     return f"one run: seed {seeds[0]}" if len(seeds) == 1 else ",".join(map(str, seeds))
 
 
-def wide_summary(comparison: Comparison) -> pd.DataFrame:
+def wide_summary(result: GroupStats) -> pd.DataFrame:
     """Unit × metric, each cell "mean [low, high]"; rows in the order of the units."""
-    table = comparison.summary
+    table = result.summary
     cells = table.assign(
         cell=[_interval_cell(m, lo, hi) for m, lo, hi in zip(table["mean"], table["low"], table["high"])]
     )
     wide = cells.pivot(index="unit", columns="metric", values="cell").reindex(table["unit"].unique())
     seeds = table.drop_duplicates("unit").set_index("unit")["seeds"]
     wide.insert(0, "seeds", [seeds_cell(text.split(",")) for text in seeds])
-    return wide[["seeds", *comparison.metrics]].reset_index()
+    return wide[["seeds", *result.metrics]].reset_index()
 
 
-def _pair_grid(comparison: Comparison, joiner: str, cells: list[str]) -> pd.DataFrame:
+def _pair_grid(result: GroupStats, joiner: str, cells: list[str]) -> pd.DataFrame:
     """Pair × metric: one cell per row of the pairs table, the pair named "A<joiner>B"."""
-    pairs = comparison.pairs
+    pairs = result.pairs
     table = pairs.assign(pair=pairs["a"] + joiner + pairs["b"], cell=cells)
     wide = table.pivot(index="pair", columns="metric", values="cell").reindex(table["pair"].unique())
-    return wide[list(comparison.metrics)].reset_index()
+    return wide[list(result.metrics)].reset_index()
 
 
-def wide_pairs(comparison: Comparison) -> pd.DataFrame:
+def wide_pairs(result: GroupStats) -> pd.DataFrame:
     """Pair × metric, each cell the difference A − B, starred where significant after Holm."""
-    pairs = comparison.pairs
+    pairs = result.pairs
     cells = [f"{d:+.4f}{' *' if s else ''}" for d, s in zip(pairs["difference"], pairs["significant"])]
-    return _pair_grid(comparison, " − ", cells)
+    return _pair_grid(result, " − ", cells)
 
 
-def wide_improvement(comparison: Comparison) -> pd.DataFrame:
+def wide_improvement(result: GroupStats) -> pd.DataFrame:
     """Pair × metric, each cell P(A better than B) [low, high]; empty where a unit has one seed."""
-    pairs = comparison.pairs
+    pairs = result.pairs
     cells = [
         "" if np.isnan(p) else f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
         for p, lo, hi in zip(pairs["p_better"], pairs["p_better_low"], pairs["p_better_high"])
     ]
-    return _pair_grid(comparison, " vs ", cells)
+    return _pair_grid(result, " vs ", cells)
 
 
-def method_sentence(comparison: Comparison) -> str:
+def method_sentence(result: GroupStats) -> str:
     """How the numbers were made, in one paragraph."""
-    s = comparison.settings
+    s = result.settings
     where = "test split (best validation epoch)" if s.which == "test" else f"validation, epoch {s.which}"
     groups = ("two-level bootstrap: seeds and test examples resampled together"
               if s.group_interval == "bootstrap" else "t-interval over seeds (test-set noise left out)")  # fmt: skip
@@ -296,14 +298,14 @@ def _verdict(row) -> str:
     return sentence + "."
 
 
-def plain_words(comparison: Comparison) -> list[str]:
+def plain_words(result: GroupStats) -> list[str]:
     """Which differences are real, as sentences: what they rest on, each significant difference after
     Holm, and the metrics with none."""
-    seeds = comparison.summary.drop_duplicates("unit").set_index("unit")["n"]
+    seeds = result.summary.drop_duplicates("unit").set_index("unit")["n"]
     rest_on = ", ".join(f"{unit} {n} seed{'s' if n > 1 else ''}" for unit, n in seeds.items())
-    lines = [f"These rest on {comparison.n_examples} test documents shared by every run, and on {rest_on}."]
-    pairs = comparison.pairs
-    for metric in comparison.metrics:
+    lines = [f"These rest on {result.n_examples} test documents shared by every run, and on {rest_on}."]
+    pairs = result.pairs
+    for metric in result.metrics:
         real = pairs[(pairs["metric"] == metric) & pairs["significant"]]
         heading = estimators.ESTIMATORS[metric].heading
         if real.empty:
@@ -312,23 +314,23 @@ def plain_words(comparison: Comparison) -> list[str]:
     return lines
 
 
-def markdown(comparison: Comparison) -> str:
-    """The comparison as two markdown tables, a sentence on how they were made, and in plain words."""
-    lines = [method_sentence(comparison), "", format_table(wide_summary(comparison).to_dict("records"))]
-    if not comparison.pairs.empty:
+def markdown(result: GroupStats) -> str:
+    """The statistics as two markdown tables, a sentence on how they were made, and in plain words."""
+    lines = [method_sentence(result), "", format_table(wide_summary(result).to_dict("records"))]
+    if not result.pairs.empty:
         legend = (
             "Differences A − B; * = significant at 5% after Holm's correction over the pairs, per metric; "
             "P(A better) = the chance a run of A beats a run of B (groups of two seeds or more)."
         )
-        lines += ["", legend, "", format_table(wide_pairs(comparison).to_dict("records"))]
-        if comparison.pairs["p_better"].notna().any():
+        lines += ["", legend, "", format_table(wide_pairs(result).to_dict("records"))]
+        if result.pairs["p_better"].notna().any():
             lines += [
                 "",
                 "P(A better than B) [interval]:",
                 "",
-                format_table(wide_improvement(comparison).to_dict("records")),
+                format_table(wide_improvement(result).to_dict("records")),
             ]
-        lines += ["", "In plain words:", "", *[f"- {line}" for line in plain_words(comparison)]]
+        lines += ["", "In plain words:", "", *[f"- {line}" for line in plain_words(result)]]
     return "\n".join(lines)
 
 
@@ -355,7 +357,7 @@ def group_row(group: Group, settings: Settings = Settings()) -> dict:
     return row | {GROUP_ROW_METRICS[r.metric]: _interval_cell(r.mean, r.low, r.high) for r in summary.itertuples()}
 
 
-# ---------------------------------------------------------------- choosing what to compare
+# ---------------------------------------------------------------- choosing the groups
 
 
 def _one_data_split(groups: list[Group]) -> None:
