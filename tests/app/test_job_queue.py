@@ -300,6 +300,7 @@ def test_two_quick_train_presses_on_a_single_user_server_both_run(empty_store, m
     assert [job.status for job in queue.jobs] == ["done", "done"] and len(gate.started) == 2
 
 
+@pytest.mark.slow
 def test_a_cancelled_run_is_resumed_from_the_train_page_keeping_its_finished_epochs(empty_store, monkeypatch):
     """Cancel a real job between epochs (its child process stopped), then Resume it on the Train page."""
     from peftviz.store.runs import list_runs

@@ -68,6 +68,7 @@ def test_train_page_shows_bad_input_in_one_sentence(empty_store, tmp_path):
     assert len(at.error) == 1 and "does not exist" in at.error[0].value and "\n" not in at.error[0].value
 
 
+@pytest.mark.slow
 def test_train_page_trains_a_smoke_run_in_the_background(empty_store):
     at = open_page("pages/1_Train.py")
     at.selectbox[0].set_value("smoke").run()  # preset
@@ -246,6 +247,7 @@ def panel_lines(at: AppTest) -> list[str]:
     return [line for block in at.markdown for line in block.value.splitlines() if line.startswith("- ")]
 
 
+@pytest.mark.slow
 def test_a_comparison_pressed_again_skips_its_complete_runs_and_the_panel_says_so(empty_store, monkeypatch):
     """Trains: two one-epoch smoke runs (two seeds) in the job's child process, through the sweep; the same settings
     pressed again train nothing and the panel lists both runs as skipped."""
@@ -277,6 +279,7 @@ def test_a_comparison_pressed_again_skips_its_complete_runs_and_the_panel_says_s
     assert any("2 run(s), done (" in block.value and block.value.endswith("): 2 skipped") for block in shown.markdown)
 
 
+@pytest.mark.slow
 def test_a_comparison_with_a_failing_run_finishes_the_others_and_lists_the_failure(empty_store, tmp_path, monkeypatch):
     """Trains: two one-epoch smoke runs in the job's child process; the run between them names a model folder that
     does not exist, fails when it loads, and the sweep goes on to the third."""

@@ -105,6 +105,7 @@ def type_and_press(at: AppTest, field: tuple[str, str], value: str) -> list[str]
     return answers(at, value)
 
 
+@pytest.mark.slow
 def test_every_text_field_of_every_page_answers_alike_whether_a_server_path_exists(one_run_store, monkeypatch):
     store, run = one_run_store
     monkeypatch.setenv("PEFTVIZ_SHARED", "1")

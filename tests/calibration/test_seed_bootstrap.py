@@ -106,6 +106,7 @@ def test_the_simulated_seeds_are_calibrated_as_constructed():
     )
 
 
+@pytest.mark.slow
 def test_two_level_interval_covers_the_true_mean_ece_at_five_seeds(coverages):
     share, inside = coverages[5]["two-level bootstrap"]
     assert 0.92 <= share <= 0.98

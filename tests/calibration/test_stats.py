@@ -231,6 +231,7 @@ def test_holm_by_hand_and_nan_passthrough():
     assert holm([]).shape == (0,) and np.isnan(holm([np.nan])).all()
 
 
+@pytest.mark.slow
 def test_holm_equals_statsmodels_on_random_families_with_ties():
     from statsmodels.stats.multitest import multipletests
 

@@ -477,6 +477,7 @@ def test_train_export_import_and_the_calibration_page_shows_both_with_equal_numb
     assert (numbers.loc["lora"] == numbers.loc["lora (imported)"]).all(), numbers  # every metric, every interval
 
 
+@pytest.mark.slow
 def test_the_train_page_imports_a_model_in_the_background_and_says_what_is_wrong(tmp_path, empty_store):
     from streamlit.testing.v1 import AppTest
 

@@ -26,6 +26,8 @@ from peftviz.training.config import preset_config
 from peftviz.training.inference import load_trained, predict, validation_loader
 from peftviz.training.trainer import resume, train
 
+pytestmark = pytest.mark.slow  # trains in child processes or on the shipped MiniLM (left out of the fast tier)
+
 ROOT = Path(__file__).resolve().parents[2]
 EPOCHS = 3
 TIMING_KEYS = ("seconds",)

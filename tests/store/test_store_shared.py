@@ -10,9 +10,12 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from peftviz.store.runs import list_runs
+
+pytestmark = pytest.mark.slow  # trains in child processes or on the shipped MiniLM (left out of the fast tier)
 
 ROOT = Path(__file__).resolve().parents[2]
 CSV = "text,label\n" + "".join(f"document number {i},{'ab'[i % 2]}\n" for i in range(12))

@@ -28,6 +28,8 @@ from peftviz.training.config import TrainConfig, preset_config
 from peftviz.training.progress import SKIPPED
 from tests.support.job_helpers import Gate, fake_queue, wait_until_idle
 
+pytestmark = pytest.mark.slow  # trains in child processes or on the shipped MiniLM (left out of the fast tier)
+
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_PAGE = str(ROOT / "pages" / "1_Train.py")
 LABELS = ["business", "sport", "tech"]

@@ -50,6 +50,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_four_runs_on_ray_are_bit_identical_to_the_same_runs_trained_here(local_ray, one_thread, tmp_path):
     configs = sweep_configs()
     on_ray = run_sweep(configs, tmp_path / "ray", "ray", ray_options=RayOptions(cpus_per_run=1, gpus_per_run=0))
@@ -82,6 +83,7 @@ def kill_writer_after_first_epoch(store, killed: dict, stop: threading.Event) ->
         time.sleep(0.005)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_s_run_is_resumed_not_restarted(local_ray, tmp_path):
     store = tmp_path / "store"
     store.mkdir()

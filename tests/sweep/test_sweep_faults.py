@@ -63,6 +63,7 @@ def test_a_local_sweep_counts_a_run_that_reads_back_incomplete_as_failed(tmp_pat
     assert finished_line(outcome).startswith("lora · seed 0: incomplete (trained, local on ")
 
 
+@pytest.mark.slow
 def test_the_ray_sweep_lowers_running_as_each_task_finishes(tmp_path):
     ray = pytest.importorskip("ray")
     configs = over_seeds([preset_config("smoke", "lora")], [0, 1])

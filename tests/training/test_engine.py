@@ -71,6 +71,7 @@ def without_dropout(tmp_path_factory) -> list[str]:
     return ["--model", model, "--dataset", data, "--head-dropout", "0", "--option", "prefix_dropout=0"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dropout", [True, False], ids=["smoke", "no-dropout-uneven-last-batch"])
 def test_two_processes_train_the_run_one_process_trains(tmp_path, dropout, request):
     flags = [] if dropout else request.getfixturevalue("without_dropout")

@@ -21,6 +21,8 @@ from peftviz.sweep.variants import comparison_configs
 from peftviz.training.config import preset_config
 from tests.support.sweeps import trained
 
+pytestmark = pytest.mark.slow  # trains in child processes or on the shipped MiniLM (left out of the fast tier)
+
 METHODS = ["prefix-tuning", "kernel-prefix-propagation"]  # the two rows a tester saw differ
 
 
