@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from peftviz.app.worker import RunOutcome, compare_in_process
+from peftviz.app.worker import RunOutcome, sweep_in_child
 from peftviz.errors import PeftvizError
 from peftviz.exchange.request import ImportRequest
 from peftviz.store.runs import Run, group_key
@@ -324,7 +324,7 @@ def train_in_process(job: Job) -> list[Run]:
             stop()
 
     resumed = [run.path for run in job.resume]
-    return compare_in_process(
+    return sweep_in_child(
         job.configs,
         job.runs_dir,
         job.record,

@@ -73,7 +73,7 @@ class RunOutcome:
         return {"train": "new", "skip": f"skipped ({SKIPPED})", "resume": "resumed"}[self.action]
 
 
-def compare_in_process(
+def sweep_in_child(
     configs: list[TrainConfig],
     runs_dir: Path,
     progress,

@@ -182,12 +182,12 @@ def test_training_on_a_model_folder_without_a_tokenizer_writes_no_run(bert_folde
 
 def test_the_training_worker_refuses_a_model_folder_without_a_tokenizer(bert_folder, tmp_path):
     """What the app's jobs run: the child process refuses the folder before it writes a run."""
-    from peftviz.app.worker import compare_in_process
+    from peftviz.app.worker import sweep_in_child
 
     (bert_folder / "tokenizer.json").unlink()
     config = preset_config("smoke", model=str(bert_folder), limit=20, epochs=1)
     with pytest.raises(PeftvizError) as caught:
-        compare_in_process([config], tmp_path / "runs", lambda event: None)
+        sweep_in_child([config], tmp_path / "runs", lambda event: None)
     assert type(caught.value).__name__ == "ModelLoadError" and "has no tokenizer files" in str(caught.value)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from peftviz.app.worker import compare_in_process
+from peftviz.app.worker import sweep_in_child
 from peftviz.errors import ConfigError, ModelLoadError, TrainingError
 from peftviz.sweep.variants import comparison_configs
 from peftviz.training.config import preset_config
@@ -51,7 +51,7 @@ def test_a_child_process_stores_what_an_undisturbed_run_stores(reference, tmp_pa
     busy = threading.Thread(target=draw_while, args=(stop,), daemon=True)
     busy.start()
     try:
-        runs = compare_in_process(configs, tmp_path, events.append)
+        runs = sweep_in_child(configs, tmp_path, events.append)
     finally:
         stop.set()
         busy.join()
@@ -83,7 +83,7 @@ def test_a_thread_that_draws_from_the_generator_changes_an_in_process_run(refere
 def test_the_childs_error_reaches_the_parent_as_its_kind_in_one_line(tmp_path):
     config = preset_config("smoke", "prefix-tuning", model=str(tmp_path / "no-such-model"))
     with pytest.raises(Exception) as caught:
-        compare_in_process([config], tmp_path, lambda event: None)
+        sweep_in_child([config], tmp_path, lambda event: None)
     assert caught.type.__name__ == "ModelLoadError"
     assert "\n" not in str(caught.value) and "no-such-model" in str(caught.value)
     assert not list(tmp_path.glob("prefix-tuning-*"))  # refused before any folder
@@ -93,7 +93,7 @@ def test_a_child_killed_without_a_word_is_a_training_error(tmp_path, monkeypatch
     monkeypatch.setattr("peftviz.app.worker.COMMAND", [sys.executable, "-c", "import os; os._exit(3)"])
     many = [preset_config("smoke", "prefix-tuning")] * 200  # more settings than a pipe holds: the write fails
     with pytest.raises(TrainingError, match="exit code 3"):
-        compare_in_process(many, tmp_path, lambda event: None)
+        sweep_in_child(many, tmp_path, lambda event: None)
 
 
 def test_the_child_never_runs_the_parents_main(tmp_path, monkeypatch):
@@ -105,7 +105,7 @@ def test_the_child_never_runs_the_parents_main(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "__main__", fake_main)
     config = preset_config("smoke", "prefix-tuning", model=str(tmp_path / "no-such-model"))
     with pytest.raises(ModelLoadError):  # the child got as far as loading the model
-        compare_in_process([config], tmp_path, lambda event: None)
+        sweep_in_child([config], tmp_path, lambda event: None)
 
 
 def test_the_quick_comparisons_configs_survive_the_trip_as_json():
