@@ -89,8 +89,7 @@ class Job:
         """ "2 new, 4 skipped, 1 failed": how many runs ended each way so far (empty before any did)."""
         counts: dict[str, int] = {}
         for outcome in self.outcomes:
-            word = outcome.word.split(" ", 1)[0].rstrip(":")
-            counts[word] = counts.get(word, 0) + 1
+            counts[outcome.kind] = counts.get(outcome.kind, 0) + 1
         return ", ".join(f"{count} {word}" for word, count in counts.items())
 
     def trains_the_same(self, other: Job) -> bool:

@@ -66,11 +66,16 @@ class RunOutcome:
         return cls(config.run_title, outcome.planned.action, path, outcome.failed, error if outcome.failed else "")
 
     @property
+    def kind(self) -> str:
+        """How it ended, in one word: "new", "skipped", "resumed" or "failed" (what the job's counts count)."""
+        return "failed" if self.failed else {"train": "new", "skip": "skipped", "resume": "resumed"}[self.action]
+
+    @property
     def word(self) -> str:
         """What the job panel says of it: "new", "skipped (already complete)", "resumed", or "failed: <line>"."""
         if self.failed:
             return f"failed: {self.error or 'training failed'}"
-        return {"train": "new", "skip": f"skipped ({SKIPPED})", "resume": "resumed"}[self.action]
+        return f"skipped ({SKIPPED})" if self.kind == "skipped" else self.kind
 
 
 def sweep_in_child(
@@ -155,27 +160,23 @@ def _answer(channel, message: dict) -> None:
     channel.flush()
 
 
-def sweep_here(configs: list[TrainConfig], runs_dir: Path, report, force: bool = False, resume=(), told=None) -> list:
-    """The stopped runs `resume` (folders), then the configs, as a sweep in this process (`peftviz.sweep`, local
-    engine): the trainer's events of the runs it trains or resumes, SKIPPED for those already complete, and each
-    run's `RunOutcome` to `told`. Returns the sweep's Outcomes: a failed run does not stop the others."""
+def sweep_here(
+    configs: list[TrainConfig], runs_dir: Path, report, engine: str = "local", force: bool = False, resume=(), told=None
+) -> list:
+    """The stopped runs `resume` (folders), then the configs, as a sweep driven from this process (`peftviz.sweep`):
+    each run's `RunOutcome` to `told`, and to `report` the Progress events of the runs. On the local engine those
+    are the trainer's, and SKIPPED for runs already complete; on Ray, where each run is one task, those a task
+    tells: queued, then done (or SKIPPED) or failed. Returns the sweep's Outcomes: a failed run does not stop the
+    others."""
     from peftviz.sweep import run_sweep
 
-    finished = _told_when(report, told, "skip")
-    return run_sweep(configs, runs_dir, "local", force, on_progress=finished, run_progress=report, resume=resume)
-
-
-def sweep_on_ray(configs: list[TrainConfig], runs_dir: Path, report, force: bool = False, resume=(), told=None) -> list:
-    """As `sweep_here`, each run one Ray task. A run's events are those a Ray task tells: queued, then done (or
-    SKIPPED) or failed."""
-    from peftviz.sweep import run_sweep
-
-    for title, epochs in [(run.config.run_title, run.config.epochs) for run in map(load_run, resume)] + [
-        (config.run_title, config.epochs) for config in configs
-    ]:
-        report(Progress(title, "queued on Ray", 0, epochs))
-    finished = _told_when(report, told, "skip", "train", "resume")
-    return run_sweep(configs, runs_dir, "ray", force, on_progress=finished, resume=resume)
+    told_actions = ("skip",)
+    if engine == "ray":
+        told_actions = ("skip", "train", "resume")
+        for config in [run.config for run in map(load_run, resume)] + configs:
+            report(Progress(config.run_title, "queued on Ray", 0, config.epochs))
+    finished = _told_when(report, told, *told_actions)
+    return run_sweep(configs, runs_dir, engine, force, on_progress=finished, run_progress=report, resume=resume)
 
 
 def _told_when(report, told, *actions: str):
@@ -233,9 +234,9 @@ def main(parent: int) -> None:
         settings = json.loads(sys.stdin.read())
         configs = [TrainConfig.from_dict(values) for values in settings["configs"]]
         resume, runs_dir = [Path(path) for path in settings.get("resume", [])], Path(settings["runs_dir"])
-        sweep = sweep_on_ray if settings.get("engine", "local") == "ray" else sweep_here
-        force, told = settings.get("force", False) is True, lambda outcome: report(outcome, "outcome")
-        outcomes = sweep(configs, runs_dir, report, force, resume, told) if configs or resume else []
+        engine, force = settings.get("engine", "local"), settings.get("force", False) is True
+        told = lambda outcome: report(outcome, "outcome")
+        outcomes = sweep_here(configs, runs_dir, report, engine, force, resume, told) if configs or resume else []
         runs = [outcome.run for outcome in outcomes if not outcome.failed]
         runs += [_import(values, runs_dir, report) for values in settings.get("imports", [])]
         _answer(channel, _failures(outcomes) or {"runs": [str(run.path) for run in runs]})

@@ -189,11 +189,11 @@ def test_a_stored_run_matches_its_configuration_with_precision_auto(tmp_path):
 
 def test_the_app_s_job_on_ray_reports_each_run_queued_then_done(local_ray, tmp_path):
     """What the Home page's job panel follows when the comparison trains on Ray (the worker child's side)."""
-    from peftviz.app.worker import sweep_on_ray
+    from peftviz.app.worker import sweep_here
 
     configs = sweep_configs(seeds=(0,))
     events, told = [], []
-    runs = [outcome.run for outcome in sweep_on_ray(configs, tmp_path, events.append, told=told.append)]
+    runs = [outcome.run for outcome in sweep_here(configs, tmp_path, events.append, "ray", told=told.append)]
     assert sorted((outcome.run, outcome.word) for outcome in told) == sorted((title, "new") for title in
                                                                            [c.run_title for c in configs])  # fmt: skip
     titles = [config.run_title for config in configs]
