@@ -44,6 +44,8 @@ GROUP_COLUMN_CONFIG = {
     "test accuracy": st.column_config.TextColumn(width=150),
     "test ECE": st.column_config.TextColumn(width=150),
 }  # fmt: skip
+# the quick comparison's method sets (`compare --methods`), as the radio names them
+SET_LABELS = {"paper": "the papers' methods", "all": "every method", "peft": "those built on Hugging Face peft"}
 
 
 def status_note(runs) -> str:
@@ -77,8 +79,9 @@ appkit.page(
     "peftviz",
     "peftviz shows how parameter-efficient tuning changes a transformer text classifier. "
     f"It trains, or loads from {where}, classifiers tuned with the methods of two papers (Prefix-Propagation with "
-    "its kernel form, and the Tiny-Attention adapter), the methods they improve on, and the baselines people use "
-    "(listed at the bottom). The pages then show how well calibrated each method is, epoch by epoch, and where "
+    "its kernel form, and the Tiny-Attention adapter), the methods they improve on, and the baselines people use, "
+    "among them the tuners of Hugging Face peft (listed at the bottom; the Train page takes any peft tuner by its "
+    "type). The pages then show how well calibrated each method is, epoch by epoch, and where "
     "its attention goes.",
 )
 
@@ -107,8 +110,9 @@ else:
     st.info(f"No runs in {where} yet.")
 
 with st.expander("Train the quick comparison", expanded=not runs):
-    with_baselines = st.toggle("With the baselines", help="the papers' methods, or those and the baselines too")
-    configs = comparison_configs("quick", METHOD_SETS[1] if with_baselines else METHOD_SETS[0])
+    method_set = st.radio("Methods", METHOD_SETS, format_func=lambda name: SET_LABELS.get(name, name), horizontal=True,
+                          key="home_methods", help="the sets of `python -m peftviz compare --methods`")  # fmt: skip
+    configs = comparison_configs("quick", method_set)
     quick = PRESETS["quick"]
     st.markdown(
         f"{len(configs)} runs on the offline MiniLM and bbc-news ({quick['limit']:,} training documents, "

@@ -11,7 +11,8 @@ from peftviz.data.uploads import as_uploaded, store_upload
 from peftviz.errors import DataError, PeftvizError
 from peftviz.exchange.request import ImportRequest
 from peftviz.exchange.sources import check_source
-from peftviz.methods import DEFAULT_METHOD, METHODS
+from peftviz.methods import DEFAULT_METHOD, METHODS, PEFT_PREFIX
+from peftviz.methods.peft_tuner import tuner_types
 from peftviz.modeling.backbones import check_model
 from peftviz.paths import uploads_dir
 from peftviz.sweep.variants import check_start, starting_runs
@@ -24,6 +25,22 @@ LABELS = {"epochs": "Epochs", "learning_rate": "Learning rate", "max_length": "T
           "batch_size": "Batch size", "limit": "Examples per split", "seed": "First training seed",
           "schedule": "Learning-rate schedule", "pooling": "Pooling", "precision": "Precision",
           "gradient_checkpointing": "Gradient checkpointing"}  # fmt: skip
+
+ANY_PEFT_TUNER = f"{PEFT_PREFIX}<TYPE>…"  # the method picker's last choice: any tuner of peft, by its type
+
+
+def pick_method() -> str:
+    """A registered method, or `peft:<TYPE>` for any tuner of Hugging Face peft, its type picked from peft's."""
+    choices = [*METHODS, ANY_PEFT_TUNER]
+    picked = st.selectbox("Method", choices, index=choices.index(DEFAULT_METHOD), key="train_method",
+                          help=f"{ANY_PEFT_TUNER}: any tuner Hugging Face peft has, by its peft type")  # fmt: skip
+    if picked != ANY_PEFT_TUNER:
+        return picked
+    peft_type = st.selectbox("peft tuner type", tuner_types(), key="train_peft_type",
+                             help="peft's tuner types; a type peft cannot apply to an encoder is refused in one "
+                             "line when it trains")  # fmt: skip
+    return f"{PEFT_PREFIX}{peft_type}"
+
 
 appkit.page(
     "Train",
@@ -45,7 +62,7 @@ if server.shared:
 left, right = st.columns(2)
 with left:
     preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index("quick"))
-    method = st.selectbox("Method", list(METHODS), index=list(METHODS).index(DEFAULT_METHOD))
+    method = pick_method()
     # a shared server offers no field a server path could be typed into
     sources = (
         ["built-in", "upload a file"] if server.shared else ["built-in or hub name", "upload a file", "local path"]
@@ -68,7 +85,12 @@ with left:
         dataset = st.text_input("Path", placeholder="data.csv, data.jsonl, or a folder of class sub-folders")
     model = st.text_input("Model", PRESETS[preset]["model"], help=TrainConfig.help()["model"])
 
-defaults = preset_config(preset, method)
+try:
+    defaults = preset_config(preset, method)
+except PeftvizError as err:  # a peft type whose own defaults peft refuses (X-LoRA's sizes are a causal LM's)
+    appkit.show_error(err)
+    jobpanel.job_panel()
+    st.stop()
 with right:
     with st.expander("Training settings", expanded=True):
         settings = appkit.options_form(TrainConfig, defaults.to_dict(), key=f"train.{preset}.{method}", only=SETTINGS,
@@ -129,7 +151,8 @@ def import_form(preset: str, dataset: str | None) -> None:
 
 with st.expander("Import a model trained elsewhere"):
     st.caption(
-        "A Hugging Face peft adapter (LoRA, IA3, prefix or prompt tuning; task SEQ_CLS), a fine-tuned "
+        "A Hugging Face peft adapter (any tuner peft applies to an encoder, LoRA to VeRA and beyond, or prefix, "
+        "prompt and P-tuning; task SEQ_CLS), a fine-tuned "
         "AutoModelForSequenceClassification folder, or a folder `python -m peftviz export` wrote. It is evaluated "
         "on the data chosen above (the preset's limit and max_length; for an export, its run's) and stored as a "
         "run every page reads."

@@ -33,7 +33,7 @@ from peftviz.analysis.run_labels import run_row
 from peftviz.calibration.estimators import DEFAULT_METRICS, ESTIMATORS
 from peftviz.errors import ConfigError, PeftvizError, RunError
 from peftviz.files import atomic_write
-from peftviz.methods import DEFAULT_METHOD, METHODS
+from peftviz.methods import DEFAULT_METHOD, METHODS, PEFT_PREFIX, method_class
 from peftviz.paths import reports_dir, store_dir
 from peftviz.store.runs import Run, group_runs, list_runs, load_run
 from peftviz.store.schema import ENGINES
@@ -122,12 +122,18 @@ def _seeds_flag(text: str) -> list[int]:
 def _methods_flag(text: str) -> str:
     if text in METHOD_SETS:
         return text
-    unknown = [name for name in text.split(",") if name not in METHODS]
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown method(s) {', '.join(unknown)}; choose paper, all or of {', '.join(METHODS)}"
-        )
+    for name in text.split(","):
+        _method_flag(name)
     return text
+
+
+def _method_flag(name: str) -> str:
+    """A registered method or `peft:<TYPE>`; argparse shows the one-line reason otherwise."""
+    try:
+        method_class(name)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,8 +152,14 @@ def _prog() -> str:
 
 
 def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--method", choices=list(METHODS), default=DEFAULT_METHOD)
-    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", help="a method option")
+    parser.add_argument(
+        "--method", type=_method_flag, default=DEFAULT_METHOD, metavar="METHOD",
+        help=f"one of {', '.join(METHODS)}; or peft:<TYPE> for any tuner of Hugging Face peft (peft:RANDLORA)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="NAME=VALUE",
+        help="a method option; `python -m peftviz methods` lists each method's, with help",
+    )  # fmt: skip
     parser.add_argument(
         "--resume", metavar="RUN", default=None,
         help="continue a killed run from its last finished epoch, with its own settings: its folder name in "
@@ -159,8 +171,8 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--methods", type=_methods_flag, default="paper", metavar="METHODS",
-        help="paper (the papers' methods, default), all (with the baselines: LoRA, IA3, prompt tuning, BitFit, "
-        f"Houlsby adapters), or a comma-separated list of: {', '.join(METHODS)}",
+        help="paper (the papers' methods, default), all (every registered method), peft (those built on Hugging "
+        f"Face peft's layers), or a comma-separated list of: {', '.join(METHODS)}, peft:<TYPE>",
     )  # fmt: skip
     _add_config_flags(parser)
 
@@ -284,7 +296,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def parse_method_options(method: str, pairs: list[str]) -> dict:
     """["prefix_length=16", ...] -> {"prefix_length": 16}, typed by the method's config fields."""
-    types = METHODS[method].config_class.types()
+    types = method_class(method).config_class.types()
     options = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
@@ -400,6 +412,36 @@ def runs_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_methods_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--method", type=_method_flag, default=None, metavar="METHOD",
+                        help="list this method's options (a name, or peft:<TYPE>) instead of every method")  # fmt: skip
+    parser.add_argument("--counts", metavar="MODEL", default=None,
+                        help="count each method's parameters (backbone, method, head, trainable) at its defaults on "
+                        "MODEL (minilm, tiny-bert, a folder, ...), for a 5-label head")  # fmt: skip
+
+
+def methods_command(args: argparse.Namespace) -> int:
+    """`methods`: every method with what it is, or one method's options (--option NAME=VALUE) with their help,
+    or (--counts MODEL) every method's parameter counts on a model."""
+    from peftviz.methods import option_rows, what_it_is
+
+    if args.counts:
+        from peftviz.modeling.model import method_counts  # torch and transformers load there
+
+        print(format_table(method_counts(args.counts, [args.method] if args.method else list(METHODS))))
+        return 0
+    if args.method:
+        print(format_table(option_rows(args.method)) if option_rows(args.method) else f"{args.method} has no options")
+        return 0
+    rows = [
+        {"method": name, "peft type": cls.peft_type or "–", "what it is": what_it_is(cls)}
+        for name, cls in METHODS.items()
+    ]
+    print(format_table(rows))
+    print(f"\nand {PEFT_PREFIX}<TYPE> for any other tuner of Hugging Face peft; options: --method NAME")
+    return 0
+
+
 def train_command(args: argparse.Namespace) -> int:
     """`train`: continue a run (--resume), train one configuration, or with --seeds, sweep over the seeds."""
     if args.resume:
@@ -446,12 +488,16 @@ COMMANDS = {
     "alpha-grid": Command("train the kernel form (Li et al. 2023, eq. 3) at each α of the paper's grid",
                           _add_alpha_grid_arguments, sweep_command),
     "runs": Command("list the run store and its groups of seeds", _add_runs_arguments, runs_command),
+    "methods": Command("list the methods, or one method's options with their types, ranges and help",
+                       _add_methods_arguments, methods_command),
     "report": Command("compare runs or groups: each metric's mean and interval, and which differences are "
                       "significant", _add_report_arguments, report_command),
     "import": Command("evaluate a model trained elsewhere (a peft adapter, a Hugging Face classifier folder, a "
                       "peftviz export) on a dataset and store it as a run", _add_import_arguments, import_command),
-    "export": Command("write a run as a Hugging Face peft adapter (LoRA, IA3, prefix and prompt tuning) or, for "
-                      "peftviz's own methods, as safetensors + settings; both with a model card",
+    "export": Command("write a run as a Hugging Face peft adapter (every peft-based method: LoRA and its variants, "
+                      "AdaLoRA, VeRA, LoHa, LoKr, OFT, BOFT, HRA, FourierFT, VB-LoRA, LN-tuning, IA3, peft:<TYPE>; "
+                      "prefix, prompt and P-tuning with layout=peft) or, for peftviz's own methods, as safetensors + "
+                      "settings; both with a model card",
                       _add_export_arguments, export_command),
 }  # fmt: skip
 

@@ -14,6 +14,7 @@ Pages stay short: read widgets, call these and `peftviz.analysis`, draw `peftviz
 from __future__ import annotations
 
 import gc
+import typing
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -295,6 +296,7 @@ def options_form(
     number the user did not choose. Every value is passed on as typed, and building the Options
     refuses it with one sentence naming the setting and its range, before anything starts."""
     types, choices, labels, links = option_class.types(), option_class.choices(), labels or {}, links or {}
+    hints = typing.get_type_hints(option_class)
     values = {}
     for f in fields(option_class):
         if only is not None and f.name not in only:
@@ -304,22 +306,28 @@ def options_form(
         widget_key = f"{key}.{f.name}"
         if f.name in links:
             values[f.name] = _run_choice(label, links[f.name], default, help_text, widget_key)
-        elif f.name in choices:
-            options = list(choices[f.name])
+        elif f.name in choices:  # `Literal[...] | None` (peft's) offers None too, shown as "None"
+            options = list(choices[f.name]) + ([None] if _takes_none(hints[f.name]) else [])
             index = options.index(default) if default in options else 0
-            values[f.name] = st.selectbox(label, options, index=index, help=help_text, key=widget_key)
+            values[f.name] = st.selectbox(label, options, index=index, help=help_text, key=widget_key,
+                                          format_func=lambda value: "None" if value is None else str(value))  # fmt: skip
         elif types[f.name] is bool:
             values[f.name] = st.checkbox(label, bool(default), help=help_text, key=widget_key)
         elif types[f.name] is int:  # an optional int (e.g. limit) may be left empty: None
             number = st.number_input(label, value=default, step=1, help=help_text, key=widget_key)
             values[f.name] = None if number is None else int(number)
-        elif types[f.name] is float:
-            values[f.name] = st.number_input(label, value=float(default), format="%g", help=help_text, key=widget_key)
+        elif types[f.name] is float:  # an optional float (peft's `float | None`) may be left empty: None
+            value = None if default is None else float(default)
+            values[f.name] = st.number_input(label, value=value, format="%g", help=help_text, key=widget_key)
         else:
             text = st.text_input(label, "" if default is None else str(default), help=help_text, key=widget_key)
             optional_and_empty = default is None and not text
             values[f.name] = None if optional_and_empty else text
     return values
+
+
+def _takes_none(hint) -> bool:
+    return type(None) in typing.get_args(hint)
 
 
 def _label_and_help(name: str, label: str | None, help_text: str) -> tuple[str, str]:

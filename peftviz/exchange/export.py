@@ -1,11 +1,13 @@
 """`python -m peftviz export RUN DIR`: a run as a folder others can load.
 
-- A run of a method Hugging Face peft has (its class's `peft_type`: LoRA, IA3, prefix-tuning and
-  prompt tuning with layout=peft) becomes a peft adapter folder: adapter_config.json (task
-  SEQ_CLS, the base as `portable_base` names it) and adapter_model.safetensors, with the head as
-  peft carries it, in `modules_to_save` (hf.py). It is written by peft itself: the run's tensors
-  are copied into `get_peft_model` of the architecture's AutoModelForSequenceClassification and
-  saved with `save_pretrained`, so `PeftModel.from_pretrained` loads it onto that classifier.
+- A run of a method Hugging Face peft has (its class's `peft_type`: every peft-based method, LoRA
+  and its variants to LN-tuning and `peft:<TYPE>`; prefix, prompt and P-tuning with layout=peft)
+  becomes a peft adapter folder: adapter_config.json (task SEQ_CLS, the base as `portable_base`
+  names it) and adapter_model.safetensors, with the head as peft carries it, in `modules_to_save`
+  (hf.py). It is written by peft itself: the run's tensors are copied into `get_peft_model` of the
+  architecture's AutoModelForSequenceClassification (by name; a prompt encoder as a whole, whose
+  output peft saves) and saved with `save_pretrained`, so `PeftModel.from_pretrained` loads it onto
+  that classifier. peft saves what its config says to (AdaLoRA: the kept triplets of rank_pattern).
 - Any other run (prefix-propagation and its kernel form, tiny-attention, Houlsby, BitFit,
   fine-tuning) becomes params.safetensors, the run's trained tensors.
 
@@ -20,6 +22,7 @@ import json
 import shutil
 from pathlib import Path
 
+import torch
 from safetensors.torch import save_file
 
 from peftviz.errors import ExchangeError
@@ -85,15 +88,23 @@ def peft_adapter_model(model: PeftClassifier, label_names: list[str], base: str)
     head = head_of(encoder.config.model_type)
     config_class = PEFT_TYPE_TO_CONFIG_MAPPING[method.peft_type]
     settings = method.peft_config()  # a ConfigError where the run's options have no exact peft form
-    peft_config = config_class(task_type="SEQ_CLS", modules_to_save=list(head.modules_to_save), **settings)
     classifier = classifier_for(encoder.config, label_names)
+    if settings.get("rank_pattern") and method.peft_type == "ADALORA":  # named in the encoder: in the classifier
+        settings["rank_pattern"] = {f"{classifier.base_model_prefix}.{key}": kept
+                                    for key, kept in settings["rank_pattern"].items()}  # fmt: skip
+    peft_config = config_class(task_type="SEQ_CLS", modules_to_save=list(head.modules_to_save), **settings)
     peft_model = _wrapped(classifier, peft_config, base)
     live = live_tensors(peft_model.get_base_model())
     ours = model.state_dict()
     copy_into(live, encoder.state_dict(), encoder_names(encoder, classifier))  # the base and injected tensors
     copy_into(live, ours, head.names)
     prompt = method.peft_prompt()  # prompt learning: (j, 2·L·D) prefixes or an (n, D) prompt
-    if prompt is not None:
+    if isinstance(getattr(method, "prompt_encoder", None), torch.nn.Module):  # made by peft's own prompt encoder
+        # its whole state (embeddings and MLP): peft saves what the encoder makes of its embeddings
+        peft_encoder = peft_model.prompt_encoder["default"]
+        copy_into(peft_encoder.state_dict(keep_vars=True), method.prompt_encoder.state_dict(),
+                  {name: name for name in method.prompt_encoder.state_dict()})  # fmt: skip
+    elif prompt is not None:
         copy_into({PROMPT: peft_model.prompt_encoder["default"].embedding.weight}, {PROMPT: prompt}, {PROMPT: PROMPT})
     return peft_model
 

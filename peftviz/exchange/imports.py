@@ -1,9 +1,10 @@
 """`python -m peftviz import SOURCE --dataset D`: a model trained elsewhere, evaluated on D and
 stored as an evaluation-only run that every page reads like a trained one.
 
-    peft adapter      (LoRA, IA3, prefix tuning, prompt tuning; task SEQ_CLS) on a BERT, RoBERTa or
+    peft adapter      (any peft type peft can apply to the encoder; task SEQ_CLS) on a BERT, RoBERTa or
                       Longformer base: base_model_name_or_path unless --model says otherwise; read as a
-                      run of the peftviz method whose `peft_type` it is (`options_from_peft`)
+                      run of the most specific peftviz method that holds it (`adapter_method`: the
+                      method an export names, the named methods of its peft type, `peft:<TYPE>`)
     HF classifier     an AutoModelForSequenceClassification folder (safetensors only): a run of the method
                       that trains the whole encoder (fine-tuning)
     peftviz export    a run `export` wrote with one of peftviz's own methods
@@ -37,7 +38,7 @@ from torch import Tensor
 
 from peftviz.data.loading import load_data
 from peftviz.data.uploads import data_sha256
-from peftviz.errors import ExchangeError, RunError
+from peftviz.errors import ConfigError, ExchangeError, RunError
 from peftviz.exchange import sources
 from peftviz.exchange.hf import (
     PROJECTION,
@@ -52,7 +53,7 @@ from peftviz.exchange.hf import (
     quiet_peft_wrapping,
 )
 from peftviz.exchange.request import ImportRequest
-from peftviz.methods import METHODS, backbone_method
+from peftviz.methods import METHODS, PEFT_PREFIX, backbone_method
 from peftviz.modeling.backbones import check_max_length, load_encoder
 from peftviz.modeling.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
@@ -203,8 +204,9 @@ def _store(config, model, data, evaluations: dict, seconds: float, imported: dic
 
 def _load_peft_adapter(source: sources.Source, base: str | None) -> Loaded:
     adapter = source.json(sources.ADAPTER_CONFIG)
-    method = _peft_method(adapter, source.name)
-    options = method.options_from_peft(adapter)  # a ConfigError names an option peftviz's method lacks
+    manifest = source.json(sources.MANIFEST) if source.has(sources.MANIFEST) else {}
+    exported = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    method, options = adapter_method(adapter, source.name, exported.get("method"))
     weights = _adapter_weights(source)
     base = base or peftviz_base(adapter.get("base_model_name_or_path") or "")
     if not base:
@@ -215,8 +217,6 @@ def _load_peft_adapter(source: sources.Source, base: str | None) -> Loaded:
     peft_model = _peft_model(source, adapter["peft_type"], encoder, head, n_classes, weights, base)
     model = build_classifier(encoder, method.name, n_classes, options)
     _copy_from_peft(model, peft_model, head)
-    manifest = source.json(sources.MANIFEST) if source.has(sources.MANIFEST) else {}
-    exported = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     settings = {key: exported[key] for key in (*RUN_DATA_SETTINGS, "label") if key in exported}
     settings |= {"method": method.name, "method_options": options}
     names = manifest.get("label_names") or _config_label_names(source)
@@ -246,18 +246,80 @@ def _peft_model(source: sources.Source, peft_type: str, encoder, head: Head, n_c
     return peft_model
 
 
-def _peft_method(adapter: dict, name: str):
+def adapter_method(adapter: dict, name: str, exported_as: str | None = None):
+    """(method class, options) that hold the adapter: the first of `_candidates` whose `options_from_peft`
+    takes it. ExchangeError, one line, where none does: the reason the last (the most general) gave."""
     if adapter.get("task_type") != "SEQ_CLS":
         raise ExchangeError(
             f"{name} is a peft adapter for task {adapter.get('task_type')}; peftviz imports sequence-classification "
             "adapters (task_type SEQ_CLS)"
         )
-    methods = {cls.peft_type: cls for cls in METHODS.values() if cls.peft_type}
-    if adapter.get("peft_type") not in methods:
+    peft_type = adapter.get("peft_type")
+    candidates = _candidates(peft_type, exported_as)
+    if not candidates:
+        named = sorted({cls.peft_type for cls in METHODS.values() if cls.peft_type})
         raise ExchangeError(
-            f"{name} is a {adapter.get('peft_type')} adapter; peftviz imports {', '.join(sorted(methods))} adapters"
+            f"{name} is a {peft_type} adapter, which neither a peftviz method ({', '.join(named)}) nor any tuner of "
+            f"peft ({PEFT_PREFIX}<TYPE>) holds"
         )
-    return methods[adapter["peft_type"]]
+    refusals = []
+    for cls in candidates:
+        try:
+            return cls, cls.options_from_peft(adapter)
+        except ConfigError as err:
+            refusals.append(str(err).splitlines()[0])
+    raise ExchangeError(f"{name}: no peftviz method holds this {peft_type} adapter: {refusals[-1]}")
+
+
+def _reader(cls):
+    """The method that reads adapters of `cls`'s peft type: itself, or the one it names in `imports_as`
+    (peft saves a P-tuning prompt without the encoder that made it)."""
+    return METHODS[cls.imports_as] if getattr(cls, "imports_as", None) else cls
+
+
+def _candidates(peft_type, exported_as: str | None) -> list:
+    """The methods that may hold an adapter of `peft_type`, most specific first:
+
+    1. the method a peftviz export names (peftviz.json), so that a run comes back as the method it was
+       (or as the method its adapters are read as);
+    2. the named methods of that type, those with more `fixed` settings first (dora's use_dora, pissa's
+       init_lora_weights before lora); of methods with the same fixed settings only the first registered,
+       since an adapter cannot tell them apart (lora-plus differs from lora in its learning rates alone);
+    3. `peft:<TYPE>`, peft's tuner of that type with all of its plain options (none for prompt learning).
+    """
+    named = [_reader(METHODS[name]) for name in METHODS if METHODS[name].peft_type == peft_type]
+    order, seen = [], set()
+    for cls in sorted(named, key=lambda c: -len(getattr(c, "fixed", {}))):  # stable: registry order within
+        signature = (cls.peft_type, frozenset(getattr(cls, "fixed", {}).items()))
+        if signature not in seen:
+            seen.add(signature)
+            order.append(cls)
+    general = _peft_tuner(peft_type)
+    order += [general] if general is not None else []
+    own = _exported_method(exported_as)
+    if own is not None and (own is general or any(own is cls for cls in named)):
+        order = [own, *[cls for cls in order if cls is not own]]
+    return order
+
+
+def _exported_method(name):
+    """The reader of the method a peftviz export names, or None (no export, or a method peftviz lacks now)."""
+    if not isinstance(name, str):
+        return None
+    try:
+        return _reader(METHODS[name])
+    except KeyError:
+        return None
+
+
+def _peft_tuner(peft_type):
+    """`peft:<peft_type>`, or None where peft has no tuner of that type for an encoder's modules."""
+    if not isinstance(peft_type, str):
+        return None
+    try:
+        return METHODS[f"{PEFT_PREFIX}{peft_type}"]
+    except KeyError:
+        return None
 
 
 def _adapter_weights(source: sources.Source) -> dict[str, Tensor]:
@@ -319,14 +381,44 @@ def _base_pooler(classifier, base: str, name: str) -> None:
 def _copy_from_peft(model: PeftClassifier, peft_model, head) -> None:
     """The adapter's tensors into peftviz's classifier: what it injected (by name), its prompt, the head."""
     live = live_tensors(peft_model.get_base_model())
+    config = peft_model.peft_config["default"]
+    live |= _full_rank(live, getattr(config, "rank_pattern", None) if config.peft_type == "ADALORA" else None)
     prefix = peft_model.get_base_model().base_model_prefix
     ours = model.state_dict(keep_vars=True)
     injected = [name for name in model.trainable_state_dict() if name.startswith("encoder.")]
     copy_into(ours, live, {f"{prefix}.{name.removeprefix('encoder.')}": name for name in injected})
     copy_into(ours, live, {theirs: mine for mine, theirs in head.names.items()})
     if model.method.peft_prompt() is not None:  # prompt learning: peft keeps the prompt outside the encoder
-        state = model.method.prompt_state(peft_model.get_prompt_embedding_to_save("default").detach())
+        state = model.method.prompt_state(_saved_prompt(peft_model))
         copy_into(ours, state, {name: name for name in state})
+
+
+def _saved_prompt(peft_model) -> Tensor:
+    """The prompt tensor peft computes with. P-tuning's adapter holds the prompt its encoder made, and peft
+    loads it without the encoder (no MLP in inference mode) and uses it as it is; for the other types it is
+    what the prompt encoder makes of its tokens (prefix tuning's projection, if any)."""
+    if peft_model.peft_config["default"].peft_type == "P_TUNING":
+        return peft_model.prompt_encoder["default"].embedding.weight.detach()
+    return peft_model.get_prompt_embedding_to_save("default").detach()
+
+
+def _full_rank(live: dict[str, Tensor], rank_pattern: dict | None) -> dict[str, Tensor]:
+    """AdaLoRA's triplets at their initial rank: peft drops the pruned ones (λ = 0) when it saves and resizes
+    its layers to what is left when it loads (rank_pattern: per map, which of the init_r triplets are kept);
+    peftviz keeps all init_r, the pruned ones at 0, which contribute P_i · 0 · Q_i = 0 either way."""
+    full = {}
+    for key, kept in (rank_pattern or {}).items():
+        module = key.removesuffix(".default").removesuffix(".lora_E")
+        kept = torch.tensor(kept, dtype=torch.bool)
+        for part, axis in (("lora_E", 0), ("lora_A", 0), ("lora_B", 1)):
+            name = f"{module}.{part}.default"
+            saved = live[name].detach()
+            shape = list(saved.shape)
+            shape[axis] = len(kept)
+            tensor = saved.new_zeros(shape)
+            tensor[(slice(None),) * axis + (kept,)] = saved
+            full[name] = tensor
+    return full
 
 
 def _config_label_names(source: sources.Source) -> list[str] | None:

@@ -4,8 +4,9 @@ in every selection.
 A colour is a function of three things, never of what else is drawn beside it:
 
 * the method: its hue, from its position in the registry `peftviz.methods.METHODS`, so a method
-  added there gets the next colour with no line here (a name outside the registry gets a colour
-  from its name);
+  added there gets the next colour with no line here (a name outside the registry, as any peft
+  tuner's `peft:<TYPE>`, gets one of the hues no registered method has, chosen by its name's CRC-32:
+  the same in every process and on every page);
 * the variant: runs of one method under different labels ("tiny-attention 1H", "tiny-attention
   4H averaged") get different shades of that hue, ranked within the method over the whole store;
   the method's own name comes first and gets the base colour;
@@ -24,7 +25,7 @@ from plotly.colors import hex_to_rgb, qualitative
 
 from peftviz.methods import METHODS
 
-# ten light hues first (the registry holds ten methods), then 24 darker ones for methods added later
+# ten light hues first (the papers' methods and the first baselines), then 24 darker ones for the methods after them
 BASE = qualitative.Plotly + qualitative.Dark24
 # lightness shifts: variants far apart (darker, lighter, ...), seeds close to their variant
 VARIANT_SHIFTS = (0.0, -0.2, 0.14, -0.32, 0.22)
@@ -42,9 +43,13 @@ class Series:
 
 
 def method_index(method: str) -> int:
-    """The method's position in the registry; a name outside it gets a stable position from its name."""
+    """The method's position in the registry; a name outside it gets a stable position from its name, past the
+    registry's and within BASE where hues are left, so that it never shares a registered method's hue."""
     names = list(METHODS)
-    return names.index(method) if method in names else len(names) + zlib.crc32(method.encode()) % len(BASE)
+    if method in names:
+        return names.index(method)
+    spare = len(BASE) - len(names)
+    return len(names) + zlib.crc32(method.encode()) % (spare if spare > 0 else len(BASE))
 
 
 def color(series: Series) -> str:

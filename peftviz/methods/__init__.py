@@ -29,9 +29,27 @@ class MethodRegistry(Mapping):
         self._entries = dict(entries)
 
     def __getitem__(self, name: str) -> type[PeftMethod]:
+        if isinstance(name, str) and name.startswith(PEFT_PREFIX):
+            return self._peft_type(name)
         module_name, class_name = self._entries[name].split(":")
         cls = getattr(importlib.import_module(f"peftviz.methods.{module_name}"), class_name)
         cls.name = name  # the registry names the method; the class never repeats it
+        return cls
+
+    def __contains__(self, name) -> bool:
+        """A registered name, or any `peft:<TYPE>` (looking it up says whether peft has such a tuner)."""
+        return name in self._entries or (isinstance(name, str) and name.startswith(PEFT_PREFIX))
+
+    @staticmethod
+    def _peft_type(name: str) -> type[PeftMethod]:
+        """`peft:<TYPE>`: peft's tuner of that type (peft_tuner.py); KeyError with the reason where there is none."""
+        from peftviz.methods.peft_tuner import tuner_class
+
+        try:
+            cls = tuner_class(name.removeprefix(PEFT_PREFIX))
+        except ConfigError as err:
+            raise KeyError(str(err)) from None
+        cls.name = name
         return cls
 
     def __iter__(self) -> Iterator[str]:
@@ -41,6 +59,7 @@ class MethodRegistry(Mapping):
         return len(self._entries)
 
 
+PEFT_PREFIX = "peft:"  # `peft:<TYPE>` names any tuner of Hugging Face peft by its PeftType
 DEFAULT_METHOD = "prefix-propagation"
 METHODS = MethodRegistry(
     {
@@ -54,6 +73,22 @@ METHODS = MethodRegistry(
         "prompt-tuning": "prompt_tuning:PromptTuning",
         "bitfit": "bitfit:BitFit",
         "houlsby-adapter": "houlsby_adapter:HoulsbyAdapter",
+        "dora": "named_tuners:DoRA",
+        "rslora": "named_tuners:RsLoRA",
+        "pissa": "named_tuners:PiSSA",
+        "olora": "named_tuners:OLoRA",
+        "lora-plus": "lora_plus:LoraPlus",
+        "adalora": "adalora:AdaLoRA",
+        "vera": "named_tuners:VeRA",
+        "loha": "named_tuners:LoHa",
+        "lokr": "named_tuners:LoKr",
+        "oft": "named_tuners:OFT",
+        "boft": "named_tuners:BOFT",
+        "hra": "named_tuners:HRA",
+        "fourierft": "named_tuners:FourierFT",
+        "vblora": "named_tuners:VBLoRA",
+        "ln-tuning": "named_tuners:LNTuning",
+        "p-tuning": "p_tuning:PTuning",
     }
 )
 
@@ -61,8 +96,12 @@ METHODS = MethodRegistry(
 def method_class(name: str) -> type[PeftMethod]:
     try:
         return METHODS[name]
-    except KeyError:
-        raise ConfigError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
+    except KeyError as err:
+        if isinstance(name, str) and name.startswith(PEFT_PREFIX):
+            raise ConfigError(err.args[0]) from None
+        raise ConfigError(
+            f"unknown method {name!r}; choose one of {', '.join(METHODS)}, or {PEFT_PREFIX}<TYPE> for any peft tuner"
+        ) from None
 
 
 def make_method(name: str, encoder_config, **options) -> PeftMethod:
@@ -76,6 +115,11 @@ def paper_methods() -> list[str]:
     return [name for name in METHODS if METHODS[name].from_the_papers]
 
 
+def peft_methods() -> list[str]:
+    """The named methods built on Hugging Face peft's layers (`--methods peft`)."""
+    return [name for name in METHODS if METHODS[name].peft_based]
+
+
 def alpha_grid_method() -> type[PeftMethod]:
     """The method trained at each α of a grid (`python -m peftviz alpha-grid`, the Kernel page)."""
     return next(METHODS[name] for name in METHODS if METHODS[name].alpha_grid)
@@ -86,21 +130,43 @@ def backbone_method() -> type[PeftMethod]:
     return next(METHODS[name] for name in METHODS if METHODS[name].trains_backbone)
 
 
+def what_it_is(cls: type[PeftMethod]) -> str:
+    """One line naming the method: its `title`, or its module's first line."""
+    return cls.title or (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+
+
 def describe_methods() -> list[dict]:
-    """One row per method: its name, what it is (its module's first line), and its options with help."""
+    """One row per method: its name, what it is, and its options with help."""
     rows = []
     for name, cls in METHODS.items():
-        module_doc = sys.modules[cls.__module__].__doc__ or ""
         options = cls.config_class().to_dict()
         help_text = cls.config_class.help()
         rows.append(
             {
                 "method": name,
-                "what it is": module_doc.strip().splitlines()[0],
+                "what it is": what_it_is(cls),
                 "options": "; ".join(f"{key}={value!r}: {help_text[key]}" for key, value in options.items()) or "none",
             }
         )
     return rows
+
+
+def option_rows(name: str) -> list[dict]:
+    """One row per option of method `name` (a registered name or `peft:<TYPE>`): its type, default, the values
+    it takes, and its help: what `python -m peftviz methods --method NAME` prints."""
+    config_class = method_class(name).config_class
+    defaults, types = config_class().to_dict(), config_class.types()
+    choices, bounds, help_text = config_class.choices(), config_class.bounds(), config_class.help()
+    return [
+        {
+            "option": key,
+            "type": types[key].__name__,
+            "default": value,
+            "takes": ", ".join(map(str, choices[key])) if key in choices else str(bounds.get(key, "")),
+            "help": help_text[key],
+        }
+        for key, value in defaults.items()
+    ]
 
 
 def __getattr__(name: str):  # MethodConfig and PeftMethod load torch: only when asked for
@@ -112,4 +178,4 @@ def __getattr__(name: str):  # MethodConfig and PeftMethod load torch: only when
 
 
 __all__ = ["DEFAULT_METHOD", "METHODS", "MethodConfig", "MethodRegistry", "PeftMethod", "describe_methods", "make_method",
-           "method_class", "paper_methods"]  # fmt: skip
+           "method_class", "option_rows", "paper_methods", "peft_methods", "what_it_is"]  # fmt: skip

@@ -8,7 +8,9 @@ everything it owns plus whatever it added to the encoder.
 
 What a method tells the rest of peftviz (class attributes and methods below):
 - training: `trains_backbone`, `learning_rates` per preset, `learning_rate_grid` (the papers' search,
-  for `learning_rate_note`), `after_training()` (e.g. head averaging); as data, the `variants` its
+  for `learning_rate_note`), `after_training()` (e.g. head averaging); for a loop's steps,
+  `learning_rate_scale`, `schedule`, `regularization`, `after_step` and `training_record` (AdaLoRA,
+  LoRA+; answered the same whoever runs the loop); as data, the `variants` its
   comparison trains and `starts_from` (the option that takes another run's parameters, and what that
   run must match). The sweep planner (`peftviz.sweep.variants`) reads them: a method knows nothing of
   training loops, the store or sweeps;
@@ -80,7 +82,9 @@ class PeftMethod(nn.Module):
     name: ClassVar[str]
     config_class: ClassVar[type[MethodConfig]]
     trains_backbone: ClassVar[bool] = False
+    title: ClassVar[str] = ""  # one line naming it and its paper, where its module's first line does not
     from_the_papers: ClassVar[bool] = True  # one of the papers' methods (the default comparison), or a baseline
+    peft_based: ClassVar[bool] = False  # built on Hugging Face peft's layers: one of `--methods peft`
     # preset -> learning rate when the preset's own default does not suit the method
     learning_rates: ClassVar[dict[str, float]] = {}
     # names (or parts of names) of its parameters that are scalings, not weights: AdamW does not decay them
@@ -150,6 +154,28 @@ class PeftMethod(nn.Module):
 
     def new_context(self, batch_size: int, record: bool = False) -> AttentionContext:
         return AttentionContext(record=record)
+
+    # what a training loop asks of a method with a schedule of its own (AdaLoRA) or its own learning
+    # rates (LoRA+); the loop is peftviz's trainer or anyone's: the method knows none of them
+
+    def learning_rate_scale(self, parameter_name: str) -> float:
+        """The factor on the learning rate of the method's parameter `parameter_name` (LoRA+: its B matrices)."""
+        return 1.0
+
+    def schedule(self, total_steps: int) -> None:
+        """Told, before the first step, how many optimiser steps training will take (AdaLoRA's budget schedule).
+        ConfigError when the method cannot train in that many."""
+
+    def regularization(self) -> Tensor | None:
+        """A term the training loss adds (AdaLoRA's orthogonality penalty), or None."""
+        return None
+
+    def after_step(self, step: int) -> None:
+        """Called after optimiser step `step` (1, 2, ...), before the gradients are cleared (AdaLoRA allocates ranks)."""
+
+    def training_record(self) -> dict | None:
+        """What a run's record keeps of how the method changed itself while training (AdaLoRA's final ranks)."""
+        return None
 
     def after_training(self) -> str | None:
         """A step once the best epoch's parameters are back (e.g. averaging heads). Returns the name of

@@ -64,6 +64,7 @@ class IA3(PeftMethod):
 
     config_class = IA3MethodConfig
     from_the_papers = False
+    peft_based = True
     peft_type = "IA3"
     no_weight_decay = ("ia3_l",)  # scalings start at 1: decay would pull them towards 0, not to the identity
     # the presets' default rate suits it (Liu et al. train T0 at 3e-3, with Adafactor, for many more steps)

@@ -23,8 +23,9 @@ layers unmerged, so the trained A, B are what a run stores.
 Exchange with peft (`export`, `import`): the options map one to one onto a LoraConfig, and the
 A, B matrices keep their names. "all-linear" is exported as the regular expression of the
 encoder layers' linear maps (ALL_LINEAR_PATTERN), since peft's "all-linear" on a whole classifier
-would also adapt BERT's pooler. Adapters using what this LoRA lacks (DoRA, rsLoRA, per-layer
-ranks, LoRA biases, ...) are refused by name.
+would also adapt BERT's pooler. An adapter using what this LoRA lacks is refused here, and `import`
+reads it as the method that has it (DoRA, rsLoRA, PiSSA, OLoRA: named_tuners.py) or as peft's
+own LoRA tuner, `peft:LORA` (LoRA biases, other targets), where one does.
 
 Bounds of the options: r from 1 to MAX_RANK = 1024 (Hu et al. use 1 to 64; a rank beyond the
 hidden size, 1024 for the largest supported encoders, adds parameters and no expressiveness);
@@ -58,6 +59,8 @@ UNSUPPORTED_LORA = ("use_dora", "use_rslora", "rank_pattern", "alpha_pattern", "
 
 MAX_RANK = 1024
 MAX_LORA_ALPHA = 4096
+# init_lora_weights that only choose how A and B start (which an adapter's saved A, B replace), not the base
+LORA_STARTS = (True, False, "gaussian")
 
 
 @dataclass
@@ -142,6 +145,7 @@ class LoRA(PeftMethod):
 
     config_class = LoraMethodConfig
     from_the_papers = False
+    peft_based = True
     peft_type = "LORA"
     # Hu et al. train RoBERTa-base at 4e-4 … 5e-4 for 30–80 epochs; three short epochs need more
     learning_rates: ClassVar[dict[str, float]] = {"quick": 2e-3, "quick-long": 2e-3, "paper": 5e-4}
@@ -174,6 +178,10 @@ class LoRA(PeftMethod):
     @classmethod
     def options_from_peft(cls, adapter: dict) -> dict:
         refuse_unsupported(adapter, LoraConfig, UNSUPPORTED_LORA, cls.name)
+        init = adapter.get("init_lora_weights", True)
+        if init not in LORA_STARTS:  # PiSSA, OLoRA, LoftQ, ... start from changed base weights, which peft redoes
+            raise ConfigError(f"the {cls.name} adapter sets init_lora_weights={init!r}, which peftviz's {cls.name} "
+                              "does not have")  # fmt: skip
         alpha = adapter.get("lora_alpha", 8)
         if alpha != int(alpha):
             raise ConfigError(f"the lora adapter's lora_alpha is {alpha}; peftviz's LoRA takes whole numbers")

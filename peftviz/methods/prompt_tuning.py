@@ -99,6 +99,10 @@ class PromptTuning(PeftMethod):
         super().__init__(config, encoder_config)
         self.prompt = nn.Parameter(torch.empty(config.prompt_length, self.hidden_size).uniform_(-0.5, 0.5))
 
+    def prompt_vectors(self) -> Tensor:
+        """P, the (n, D) prompt in front of the text."""
+        return self.prompt
+
     @property
     def n_prefix_queries(self) -> int:
         return self.config.prompt_length
@@ -117,7 +121,7 @@ class PromptTuning(PeftMethod):
     def attach(self, encoder) -> None:
         if self.config.layout == "peft":
             check_peft_layout(encoder, self.name)
-        if self.config.init == "sample-vocab":
+        if getattr(self.config, "init", None) == "sample-vocab":
             self._init_from_vocabulary(encoder)
         if self.config.layout == "peft":
             hook = encoder.embeddings.register_forward_pre_hook(self._embed_with_prompt, with_kwargs=True)
@@ -149,7 +153,7 @@ class PromptTuning(PeftMethod):
         if kwargs.get("peftviz") is None:  # not run by peftviz's classifier: no room made for the prompt
             return None
         hidden, *rest = args
-        prompt = self.prompt.to(hidden.dtype).unsqueeze(0).expand(hidden.shape[0], -1, -1)  # (B, n, D)
+        prompt = self.prompt_vectors().to(hidden.dtype).unsqueeze(0).expand(hidden.shape[0], -1, -1)  # (B, n, D)
         return (torch.cat([prompt, hidden], dim=1), *rest), kwargs  # (B, n + T, D): cat(P, C)
 
     def _embed_with_prompt(self, module, args, kwargs):
@@ -157,7 +161,7 @@ class PromptTuning(PeftMethod):
         if ids is None:  # already embedded by someone else: nothing to prepend to
             return None
         words = module.word_embeddings(ids)  # (B, T, D)
-        prompt = self.prompt.to(words.dtype).unsqueeze(0).expand(ids.shape[0], -1, -1)  # (B, n, D)
+        prompt = self.prompt_vectors().to(words.dtype).unsqueeze(0).expand(ids.shape[0], -1, -1)  # (B, n, D)
         return args, {**kwargs, "input_ids": None, "inputs_embeds": torch.cat([prompt, words], dim=1)}  # (B, n + T, D)
 
     def peft_config(self) -> dict:
@@ -168,7 +172,7 @@ class PromptTuning(PeftMethod):
         return {"num_virtual_tokens": self.config.prompt_length}
 
     def peft_prompt(self) -> Tensor:
-        return self.prompt.detach()  # (n, D): peft's prompt_embeddings
+        return self.prompt_vectors().detach()  # (n, D): peft's prompt_embeddings
 
     @classmethod
     def options_from_peft(cls, adapter: dict) -> dict:

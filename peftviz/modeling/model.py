@@ -143,3 +143,27 @@ def build_classifier(
     if max_length is not None:
         check_max_length(encoder, max_length, tuning.added_positions)
     return PeftClassifier(encoder, tuning, num_labels, pooling, head_dropout)
+
+
+def method_counts(model: str, methods: list[str], num_labels: int = 5) -> list[dict]:
+    """One row per method: its parameter counts at its defaults on encoder `model` (what `methods --counts` prints).
+    One encoder serves every method: each is attached, counted and removed again."""
+    from peftviz.modeling.backbones import load_encoder
+
+    encoder, _ = load_encoder(model)
+    rows = []
+    for name in methods:
+        classifier = build_classifier(encoder, name, num_labels)
+        counts = classifier.parameter_counts()
+        classifier.method.remove_hooks()
+        rows.append(
+            {
+                "method": name,
+                "method params": counts["method"],
+                "trainable params": counts["trainable"],
+                "trainable %": 100 * counts["trainable"] / counts["total"],
+                "backbone": counts["backbone"],
+                "head": counts["head"],
+            }
+        )
+    return rows

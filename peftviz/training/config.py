@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from peftviz.errors import ConfigError
-from peftviz.methods import DEFAULT_METHOD, METHODS, alpha_grid_method, paper_methods
+from peftviz.methods import DEFAULT_METHOD, METHODS, alpha_grid_method, paper_methods, peft_methods
 from peftviz.methods import method_class as find_method
 from peftviz.options import Options, option, shown
 
@@ -47,7 +47,8 @@ DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 @dataclass
 class TrainConfig(Options):
-    method: str = option(DEFAULT_METHOD, "tuning method", choices=METHODS)
+    # checked by `validate` (a registered name, or peft:<TYPE> for any peft tuner): not a fixed list of choices
+    method: str = option(DEFAULT_METHOD, "tuning method: a registered name, or peft:<TYPE> for any peft tuner")
     method_options: dict[str, Any] = field(default_factory=dict, metadata={"help": "the method's own options"})
     label: str = option("", "display name of the run (default: the method)", max_chars=MAX_LABEL_CHARS)
     model: str = option(
@@ -213,8 +214,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "learning_rate": 1e-2,
     },
 }
-# the comparison's method lists: `--methods paper` (the default) and `--methods all`
-METHOD_SETS = ("paper", "all")
+# the comparison's method lists: `--methods paper` (the default), `--methods all` and `--methods peft`
+METHOD_SETS = ("paper", "all", "peft")
 
 
 def preset_config(preset: str, method: str = DEFAULT_METHOD, **overrides) -> TrainConfig:
@@ -227,11 +228,14 @@ def preset_config(preset: str, method: str = DEFAULT_METHOD, **overrides) -> Tra
 
 
 def comparison_methods(methods: str | list[str] | None = None) -> list[str]:
-    """ "paper" or None: the papers' methods; "all": every registered method; or a list of names."""
+    """ "paper" or None: the papers' methods; "all": every registered method; "peft": those built on Hugging
+    Face peft's layers; or a list of names (which may include `peft:<TYPE>`)."""
     if methods is None or methods == "paper":
         return paper_methods()
     if methods == "all":
         return list(METHODS)
+    if methods == "peft":
+        return peft_methods()
     names = methods.split(",") if isinstance(methods, str) else list(methods)
     for name in names:
         find_method(name)  # raises on an unknown name

@@ -76,15 +76,26 @@ def environment(device: torch.device, processes: int = 1, backend: str | None = 
     }
 
 
-def make_optimizer(model: PeftClassifier, config: TrainConfig, total_steps: int):
-    decay, no_decay = [], []
-    kept = model.method.no_weight_decay  # e.g. (IA)³'s scalings, which peft stores as (D, 1) matrices
+def parameter_groups(model: PeftClassifier, config: TrainConfig) -> list[dict]:
+    """AdamW's groups: decayed or not, at the rate the method gives each parameter (LoRA+: its B matrices' own)."""
+    method, groups = model.method, {}
+    kept = method.no_weight_decay  # e.g. (IA)³'s scalings, which peft stores as (D, 1) matrices
     for name, p in model.named_parameters():
         if p.requires_grad:
             # no decay on biases, LayerNorm, log α, nor on what the method says is not a weight
-            (no_decay if p.ndim < 2 or any(part in name for part in kept) else decay).append(p)
+            decays = not (p.ndim < 2 or any(part in name for part in kept))
+            scale = method.learning_rate_scale(name.removeprefix("encoder."))
+            groups.setdefault((decays, scale), []).append(p)
+    return [
+        {"params": params, "weight_decay": config.weight_decay if decays else 0.0, "lr": config.learning_rate * scale}
+        for (decays, scale), params in sorted(groups.items(), key=lambda item: (not item[0][0], item[0][1]))
+    ]
+
+
+def make_optimizer(model: PeftClassifier, config: TrainConfig, total_steps: int):
+    model.method.schedule(total_steps)  # AdaLoRA's budget schedule; a ConfigError before any folder exists
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        parameter_groups(model, config),
         lr=config.learning_rate,
         # one fused kernel per step instead of a loop over parameters: fine-tuning's step on 2 CPU cores
         # from 70 to 12 ms (benchmarks/profile_training.py); parameters differ from the loop's by ~1e-7
@@ -237,6 +248,7 @@ class Trainer:
         """One pass over the training split; returns its mean loss (over every process's examples)."""
         config, engine, runner, optimizer = self.config, self.engine, prepared.runner, prepared.optimizer
         loader = prepared.train_loader
+        steps_done = (epoch - 1) * math.ceil(len(loader) / config.accumulation_steps)  # before this epoch
         runner.train()
         total, seen = 0.0, 0
         optimizer.zero_grad(set_to_none=True)
@@ -244,6 +256,9 @@ class Trainer:
             with engine.accumulate(runner):
                 logits = runner(batch["input_ids"], batch["attention_mask"]).logits
                 loss = F.cross_entropy(logits.float(), batch["labels"])
+                penalty = prepared.model.method.regularization()  # AdaLoRA's orthogonality term
+                if penalty is not None:
+                    loss = loss + penalty
                 if not engine.all_finite(loss):
                     raise TrainingError(
                         f"loss became {loss.item()} in epoch {epoch}, batch {index}; stopped, keeping the "
@@ -254,6 +269,8 @@ class Trainer:
                     engine.clip_grad_norm_(runner.parameters(), config.max_grad_norm)
                 optimizer.step()  # the engine's optimizer and scheduler step only where gradients synced
                 prepared.scheduler.step()
+                if engine.sync_gradients:  # a step taken: AdaLoRA allocates ranks from its gradients
+                    prepared.model.method.after_step(steps_done + math.ceil(index / config.accumulation_steps))
                 optimizer.zero_grad(set_to_none=True)
             total, seen = total + loss.item() * len(batch["labels"]), seen + len(batch["labels"])
             self.progress(Progress(config.run_title, "train", epoch, config.epochs, index, len(loader), total / seen))
@@ -270,6 +287,9 @@ class Trainer:
             "params_epoch": best.best_epoch,
             "test": self._evaluate_named(model, loaders["test"], "test", writer),
         }
+        record = model.method.training_record()  # e.g. AdaLoRA's final ranks
+        if record:
+            summary["method"] = record
         changed = model.method.after_training()  # e.g. "averaged"
         if changed:
             summary[changed] = {

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from peftviz.methods import peft_methods
 from peftviz.store.runs import list_runs
 from peftviz.sweep.variants import comparison_configs
 from tests.support.helpers import charts
@@ -32,10 +33,11 @@ def open_page(path: str) -> AppTest:
     return AppTest.from_file(str(ROOT / path), default_timeout=120).run()
 
 
-def test_compare_methods_all_is_the_papers_six_and_the_five_baselines():
+def test_compare_methods_all_is_the_papers_six_the_five_baselines_and_the_peft_tuners():
     names = [config.name for config in comparison_configs("smoke", "all")]
     assert names[:6] == [config.name for config in comparison_configs("smoke")]
-    assert names[6:] == ["lora", "ia3", "prompt-tuning", "bitfit", "houlsby-adapter"]
+    assert names[6:11] == ["lora", "ia3", "prompt-tuning", "bitfit", "houlsby-adapter"]
+    assert names[11:] == [name for name in peft_methods() if name not in ("lora", "ia3")] and len(names) == 27
 
 
 def test_the_calibration_page_compares_the_baselines(app_baselines):

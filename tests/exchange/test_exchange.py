@@ -1,11 +1,13 @@
 """Export and import (peftviz.exchange), checked against peft and transformers themselves.
 
-- Round trip: a peftviz run of each method peft has, on a tiny BERT, RoBERTa and (LoRA, IA3)
-  Longformer (random weights, saved as model folders), exported; `PeftModel.from_pretrained` on
-  the architecture's AutoModelForSequenceClassification gives peftviz's logits; imported back, the
-  stored test predictions are the original run's.
+- Round trip: a peftviz run of each method peft has (EXPORT_CASES), on a tiny BERT, RoBERTa and
+  (all but prompt learning) Longformer (random weights, saved as model folders), its adapter moved
+  far from its start, exported; `PeftModel.from_pretrained` on the architecture's
+  AutoModelForSequenceClassification gives peftviz's logits; imported back, the stored test
+  predictions are the run's model's.
 - An adapter trained by peft itself (a few steps here) and a classifier fine-tuned with
   transformers, imported: the stored predictions are what peft / transformers compute directly.
+- Which peftviz method reads an adapter of a peft type several share (DISPATCH_CASES).
 - Bad sources: one line each, and no run.
 - What a new user runs: the README's train, export and import, then the Calibration page; the
   Train page's import; the Attention page on imported prefix and prompt tuning.
@@ -23,20 +25,43 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from peft import IA3Config, LoraConfig, PeftModel, PrefixTuningConfig, PromptTuningConfig, get_peft_model
+from peft import (
+    AdaLoraConfig,
+    BOFTConfig,
+    FourierFTConfig,
+    HRAConfig,
+    IA3Config,
+    LNTuningConfig,
+    LoHaConfig,
+    LoKrConfig,
+    LoraConfig,
+    OFTConfig,
+    PeftModel,
+    PrefixTuningConfig,
+    PromptEncoderConfig,
+    PromptTuningConfig,
+    RandLoraConfig,
+    VBLoRAConfig,
+    VeraConfig,
+    get_peft_model,
+)
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, RobertaConfig
 
 from peftviz.data.loading import load_data
 from peftviz.errors import PeftvizError
 from peftviz.exchange.export import export_run
-from peftviz.exchange.imports import import_model
+from peftviz.exchange.imports import adapter_method, import_model
 from peftviz.exchange.request import ImportRequest
-from peftviz.modeling.backbones import tiny_encoder
+from peftviz.methods import METHODS
+from peftviz.modeling.backbones import load_encoder, tiny_encoder
+from peftviz.modeling.model import build_classifier
 from peftviz.paths import minilm_path
 from peftviz.store.runs import list_runs
 from peftviz.training.config import preset_config
-from peftviz.training.inference import load_trained, make_loader, tokenize
-from peftviz.training.trainer import train
+from peftviz.training.inference import load_trained, make_loader, predict, tokenize
+from peftviz.training.trainer import seed_everything, train
 from tests.support.helpers import plotly_array
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is faster
@@ -46,17 +71,80 @@ EXPORT_CASES = [  # (method, options): each method peft has, with the options th
     ("ia3", {}),
     ("prefix-tuning", {"prefix_length": 4, "layout": "peft"}),
     ("prompt-tuning", {"prompt_length": 3, "layout": "peft"}),
+    ("dora", {"r": 4}),
+    ("rslora", {"r": 4}),
+    ("pissa", {"r": 4}),  # W_res = W - B A at the start: peft redoes it from the base when it loads the adapter
+    ("olora", {"r": 4}),
+    ("lora-plus", {"r": 4}),
+    # ranks allocated over the run's few steps (from 4 to 2 per map on average): peft saves the kept triplets only
+    ("adalora", {"init_r": 4, "target_r": 2, "tinit": 0, "tfinal": 0, "deltaT": 1}),
+    ("vera", {"r": 4}),
+    ("loha", {"r": 4}),
+    ("lokr", {"r": 4}),
+    ("oft", {}),
+    ("boft", {}),
+    ("hra", {}),
+    ("fourierft", {}),
+    ("vblora", {}),
+    ("ln-tuning", {}),
+    ("p-tuning", {"prompt_length": 3, "encoder_hidden_size": 16, "layout": "peft"}),
+    ("peft:RANDLORA", {"r": 4}),  # a tuner with no named method
 ]
-PEFT_CONFIGS = {  # adapters trained by peft itself
-    "lora": lambda: LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=["query", "value"]),
+IMPORTED_AS = {"p-tuning": "prompt-tuning"}  # peft saves the prompt p-tuning's encoder made, not the encoder
+QV = ["query", "value"]
+PEFT_CONFIGS = {  # adapters trained by peft itself, by the peftviz method that imports them
+    "lora": lambda: LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=QV),
     "ia3": lambda: IA3Config(
         task_type="SEQ_CLS", target_modules=["key", "value", "output.dense"], feedforward_modules=["output.dense"]
     ),  # peft's BERT default; it has none for the Longformer
     "prefix-tuning": lambda: PrefixTuningConfig(task_type="SEQ_CLS", num_virtual_tokens=4),
     "prompt-tuning": lambda: PromptTuningConfig(task_type="SEQ_CLS", num_virtual_tokens=3),
-}
+    "dora": lambda: LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=QV, use_dora=True),
+    "rslora": lambda: LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=QV, use_rslora=True),
+    "pissa": lambda: LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=QV, init_lora_weights="pissa"),
+    "olora": lambda: LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=QV, init_lora_weights="olora"),
+    "adalora": lambda: AdaLoraConfig(task_type="SEQ_CLS", init_r=4, target_r=2, tinit=0, tfinal=0, deltaT=1,
+                                     total_step=3, target_modules=QV),
+    "vera": lambda: VeraConfig(task_type="SEQ_CLS", r=4, target_modules=QV),
+    "loha": lambda: LoHaConfig(task_type="SEQ_CLS", r=4, alpha=4, target_modules=QV),
+    "lokr": lambda: LoKrConfig(task_type="SEQ_CLS", r=4, alpha=4, target_modules=QV),
+    "oft": lambda: OFTConfig(task_type="SEQ_CLS", r=0, oft_block_size=4, target_modules=QV),
+    "boft": lambda: BOFTConfig(task_type="SEQ_CLS", boft_block_size=4, target_modules=QV),
+    "hra": lambda: HRAConfig(task_type="SEQ_CLS", r=4, target_modules=QV),
+    "fourierft": lambda: FourierFTConfig(task_type="SEQ_CLS", n_frequency=16, target_modules=QV),
+    "vblora": lambda: VBLoRAConfig(task_type="SEQ_CLS", r=4, num_vectors=16, vector_length=8, topk=2,
+                                   target_modules=QV),
+    "ln-tuning": lambda: LNTuningConfig(task_type="SEQ_CLS", target_modules=["LayerNorm"]),
+    # a P-tuning adapter holds the prompt its MLP made: read as prompt tuning of that prompt
+    "prompt-tuning (p-tuning)": lambda: PromptEncoderConfig(task_type="SEQ_CLS", num_virtual_tokens=3,
+                                                            encoder_hidden_size=16),
+    "peft:RANDLORA": lambda: RandLoraConfig(task_type="SEQ_CLS", r=4, target_modules=QV),  # no named method
+}  # fmt: skip
+NO_HOLDER = (
+    "no peftviz method holds this LORA adapter: the adapter sets {}, which peftviz's peft:LORA has no option for"
+)
 CONFIGS = {"bert": BertConfig, "roberta": RobertaConfig}
 FAMILIES = ["bert", "roberta", "longformer"]
+PROMPT_LEARNING = ("prefix-tuning", "prompt-tuning", "p-tuning")  # peft runs them on BERT and RoBERTa only
+# the Longformer's head reads <s>, a global token, whose attention uses the *_global projections: peft's default
+# targets (BERT's query, value) reach it only through the other tokens, and barely move its logits
+LONGFORMER_TARGETS = "query,value,query_global,value_global"
+FIRST_FOUR = ("lora", "ia3", "prefix-tuning", "prompt-tuning")  # on every family in the fast tier; others on BERT
+
+
+def family_cases(methods) -> list:
+    """pytest params (family, method, ...) of each method on each family where peft runs it; the methods
+    after the first four are in the fast tier on BERT, on RoBERTa and the Longformer in the slow one."""
+    cases = []
+    for family in FAMILIES:
+        for case in methods:
+            method = case[0] if isinstance(case, tuple) else case
+            if family == "longformer" and method.split(" ")[0] in PROMPT_LEARNING:
+                continue
+            slow = family != "bert" and method not in FIRST_FOUR
+            values = case if isinstance(case, tuple) else (case,)
+            cases.append(pytest.param(family, *values, id=f"{family}-{method}", marks=[pytest.mark.slow] * slow))
+    return cases
 
 
 def base_folder(folder, family: str, hidden: int = 32):
@@ -75,16 +163,16 @@ def base_folder(folder, family: str, hidden: int = 32):
     return str(folder)
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
-def family_base(request, tmp_path_factory):
-    return request.param, base_folder(tmp_path_factory.mktemp(f"base-{request.param}"), request.param)
+@pytest.fixture(scope="module")
+def base_of(tmp_path_factory):
+    """family -> a tiny random base folder of that family, made once per module."""
+    made = {}
 
+    def base(family: str) -> str:
+        if family not in made:
+            made[family] = base_folder(tmp_path_factory.mktemp(f"base-{family}"), family)
+        return made[family]
 
-def on(family_base, method: str) -> str:
-    """The base folder; peft's prefix and prompt tuning need BERT or RoBERTa (the Longformer takes no past keys)."""
-    family, base = family_base
-    if family == "longformer" and method in ("prefix-tuning", "prompt-tuning"):
-        pytest.skip("peft's prefix and prompt tuning do not run on a Longformer")
     return base
 
 
@@ -118,11 +206,39 @@ def n_runs(store) -> int:
 # ---------------------------------------------------------------- round trip
 
 
-@pytest.mark.parametrize("method, options", EXPORT_CASES, ids=[case[0] for case in EXPORT_CASES])
-def test_export_loads_in_peft_with_the_same_logits_and_imports_back(family_base, method, options, tmp_path):
-    base = on(family_base, method)
+def perturb_stored_params(run, scale: float = 0.5) -> None:
+    """Move each non-zero entry of the run's stored method tensors (not the head's) by N(0, scale²), so that the
+    adapter is far from its start: a few smoke steps on a tiny random encoder move the logits by 1e-4 or less,
+    too little for a 1e-5 comparison to see a tensor lost on the way. Zeros stay 0 (AdaLoRA's pruned λ, maps
+    no gradient reaches)."""
+    with safe_open(str(run.params_path), framework="pt") as stored:
+        metadata = stored.metadata()  # the epoch the run's summary expects
+    params, noise = run.params(), torch.Generator().manual_seed(0)
+    for name, tensor in params.items():
+        if not name.startswith("head."):
+            params[name] = tensor + (tensor != 0) * scale * torch.randn(tensor.shape, generator=noise)
+    save_file(params, str(run.params_path), metadata=metadata)
+
+
+def untrained(run) -> dict[str, torch.Tensor]:
+    """The trainable tensors of `run`'s model as the trainer builds it (its seed, encoder and method), before any
+    step: their start (a tensor drawn at random may come from another draw of the same law)."""
+    config = run.config
+    seed_everything(config.seed)
+    encoder, _ = load_encoder(config.model)
+    model = build_classifier(encoder, config.method, len(run.label_names), config.setting_options, config.pooling,
+                             config.head_dropout)  # fmt: skip
+    return model.trainable_state_dict()
+
+
+@pytest.mark.parametrize("family, method, options", family_cases(EXPORT_CASES))
+def test_export_loads_in_peft_with_the_same_logits_and_imports_back(base_of, family, method, options, tmp_path):
+    base = base_of(family)
     store = tmp_path / "runs"
+    if family == "longformer" and METHODS[method].config_class().to_dict().get("target_modules") == "peft-default":
+        options = {**options, "target_modules": LONGFORMER_TARGETS}
     run = smoke_run(store, method, base, **options)
+    perturb_stored_params(run)
     exported = export_run(run, tmp_path / "exported")
     assert {"adapter_config.json", "adapter_model.safetensors", "peftviz.json", "README.md"} <= {
         p.name for p in exported.iterdir()
@@ -133,6 +249,12 @@ def test_export_loads_in_peft_with_the_same_logits_and_imports_back(family_base,
     assert "PeftModel.from_pretrained" in (exported / "README.md").read_text()  # a folder base: peft's recipe works
     ours, tokenizer = load_trained(run, device="cpu")
     _, loader = split_loader(run, tokenizer)
+    # the adapter is not at its start: with the method's tensors put back as training started them (the head
+    # trained), the logits differ, so that the comparison below sees what the adapter does
+    at_start, _ = load_trained(run, device="cpu")
+    at_start.load_state_dict({k: v for k, v in untrained(run).items() if not k.startswith("head.")}, strict=False)
+    moved = (logits_of(ours, loader, peft=False) - logits_of(at_start, loader, peft=False)).abs().max()
+    assert moved > 1e-3, f"{method}: the adapter changes the logits by {moved} from its start"
 
     classifier = AutoModelForSequenceClassification.from_pretrained(base, num_labels=len(run.label_names))
     theirs = PeftModel.from_pretrained(classifier, exported).eval()
@@ -141,8 +263,8 @@ def test_export_loads_in_peft_with_the_same_logits_and_imports_back(family_base,
 
     imported = import_model(ImportRequest(str(exported)), store)
     assert imported.imported["kind"] == "peft-adapter" and imported.imported["labels"] == "by name"
-    assert imported.config.method == method and imported.config.model == base
-    original, again = run.predictions("test"), imported.predictions("test")
+    assert imported.config.method == IMPORTED_AS.get(method, method) and imported.config.model == base
+    original, again = predict(ours, loader, torch.device("cpu")), imported.predictions("test")  # the run's model's
     np.testing.assert_array_equal(again[1], original[1])
     assert np.abs(again[0] - original[0]).max() <= 1e-6
 
@@ -254,18 +376,21 @@ SHUFFLED = ["tech", "sports", "business", "politics", "entertainment"]  # the mo
 
 
 def few_steps(model, tokenizer, steps: int = 3) -> None:
-    """A few optimiser steps on BBC documents, so that every trained tensor has moved from its start."""
+    """A few optimiser steps on BBC documents, so that every trained tensor has moved from its start; an
+    AdaLoRA model allocates its ranks after each step, as peft's documentation has its users do."""
     data = load_data("bbc-news", limit=LIMIT)
     batch = tokenizer(data.splits["train"]["text"][:8], truncation=True, max_length=MAX_LENGTH, padding=True,
                       return_tensors="pt")  # fmt: skip
     labels = torch.tensor(data.splits["train"]["label"][:8])
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-2)
     model.train()
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         loss = model(**batch, labels=labels).loss
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        if hasattr(model.base_model, "update_and_allocate"):
+            model.base_model.update_and_allocate(step)
     model.eval()
 
 
@@ -278,14 +403,14 @@ def expected_probs(model, base_or_folder: str, names: list[str]) -> np.ndarray:
     return logits.softmax(-1).numpy()
 
 
-@pytest.mark.parametrize("method", list(PEFT_CONFIGS))
-def test_an_adapter_trained_by_peft_imports_with_peft_s_predictions(family_base, method, tmp_path):
-    base = on(family_base, method)
+@pytest.mark.parametrize("family, method", family_cases(list(PEFT_CONFIGS)))
+def test_an_adapter_trained_by_peft_imports_with_peft_s_predictions(base_of, family, method, tmp_path):
+    base = base_of(family)
     adapter = tmp_path / "adapter"
     model = peft_trained_adapter(adapter, base, method)
 
     run = import_model(ImportRequest(str(adapter), {"limit": LIMIT, "max_length": MAX_LENGTH}), tmp_path / "runs")
-    assert run.imported["labels"] == "by name" and run.config.method == method
+    assert run.imported["labels"] == "by name" and run.config.method == method.split(" ")[0]
     assert set(run.imported["files"]) == {"adapter_config.json", "adapter_model.safetensors", "config.json"}
     probs, _ = run.predictions("test")
     gap = np.abs(probs - expected_probs(model, base, SHUFFLED)).max()
@@ -301,6 +426,10 @@ def peft_trained_adapter(folder, base: str, method: str):
     model = get_peft_model(classifier, PEFT_CONFIGS[method]())
     model.peft_config["default"].base_model_name_or_path = base
     few_steps(model, AutoTokenizer.from_pretrained(base))
+    with torch.no_grad():  # far from its start, as the export's round trip does (zeros stay: AdaLoRA's pruned λ)
+        for name, tensor in model.named_parameters():
+            if tensor.requires_grad and "modules_to_save" not in name:
+                tensor += (tensor != 0) * 0.05 * torch.randn(tensor.shape)
     model.save_pretrained(folder)
     classifier.config.save_pretrained(folder)  # its id2label: the classes by name
     return model
@@ -383,10 +512,11 @@ BAD_SOURCES = {  # id -> (how to make the source from the adapter and tmp_path, 
                     "cannot download someone/their-lora-adapter from the Hugging Face hub: "),
     "other-task": (lambda adapter, tmp: changed_copy(adapter, tmp, {"task_type": "CAUSAL_LM"}), {},
                    "is a peft adapter for task CAUSAL_LM; peftviz imports sequence-classification adapters"),
-    "other-method": (lambda adapter, tmp: changed_copy(adapter, tmp, {"peft_type": "LOHA"}), {},
-                     "is a LOHA adapter; peftviz imports IA3, LORA, PREFIX_TUNING, PROMPT_TUNING adapters"),
-    "a-feature-peftviz-lacks": (lambda adapter, tmp: changed_copy(adapter, tmp, {"use_rslora": True}), {},
-                                "the lora adapter sets use_rslora=True, which peftviz's lora does not have"),
+    "other-method": (lambda adapter, tmp: changed_copy(adapter, tmp, {"peft_type": "NOT_A_TUNER"}), {},
+                     (r"is a NOT_A_TUNER adapter, which neither a peftviz method \(.*LORA.*\) nor any tuner of "
+                      r"peft \(peft:<TYPE>\) holds")),
+    "a-feature-peftviz-lacks": (lambda adapter, tmp: changed_copy(adapter, tmp, {"layers_to_transform": [0]}), {},
+                                NO_HOLDER.format(r"layers_to_transform=\[0\]")),
     "base-mismatch": (lambda adapter, tmp: adapter, {"base": "wider"},
                       r"does not fit base .*: .*lora_A.weight is \(4, 32\) in the adapter, \(4, 64\) on"),
     "base-without-pooler": (lambda adapter, tmp: adapter, {"model": "tiny-bert"},
@@ -403,6 +533,79 @@ BAD_SOURCES = {  # id -> (how to make the source from the adapter and tmp_path, 
     "pickled-model": (lambda adapter, tmp: pickled_classifier(tmp), {},
                       r"has no safetensors weights, only pickled PyTorch ones \(pytorch_model.bin\)"),
 }  # fmt: skip
+
+
+def saved_config(config, folder: Path) -> dict:
+    """A peft config as its adapter_config.json holds it (written by peft's own save_pretrained)."""
+    config.save_pretrained(str(folder))
+    return json.loads((folder / "adapter_config.json").read_text())
+
+
+LORA = {"task_type": "SEQ_CLS", "r": 4, "target_modules": QV}
+DISPATCH_CASES = {  # id -> (peft config, the method peftviz.json names or None, the method it imports as / the error)
+    "plain-lora": (LoraConfig(**LORA), None, "lora"),
+    "gaussian-start": (LoraConfig(**LORA, init_lora_weights="gaussian"), None, "lora"),  # only how A, B start
+    "dora": (LoraConfig(**LORA, use_dora=True), None, "dora"),
+    "rslora": (LoraConfig(**LORA, use_rslora=True), None, "rslora"),
+    "dora-with-rslora": (LoraConfig(**LORA, use_dora=True, use_rslora=True), None, "dora"),  # use_rslora an option
+    "pissa": (LoraConfig(**LORA, init_lora_weights="pissa"), None, "pissa"),
+    "olora": (LoraConfig(**LORA, init_lora_weights="olora"), None, "olora"),
+    "lora-biases": (LoraConfig(**LORA, lora_bias=True), None, "peft:LORA"),  # lora refuses, peft's LoRA has it
+    "other-targets": (LoraConfig(**{**LORA, "target_modules": ["key"]}), None, "peft:LORA"),
+    "exported-lora-plus": (LoraConfig(**LORA), "lora-plus", "lora-plus"),  # an adapter cannot tell, its export can
+    "exported-peft-lora": (LoraConfig(**LORA), "peft:LORA", "peft:LORA"),  # not lora, which holds it too
+    "adalora-with-ranks": (AdaLoraConfig(task_type="SEQ_CLS", init_r=4, total_step=3, target_modules=QV,
+                                         rank_pattern={"bert.encoder.layer.0.attention.self.query.lora_E": [True] * 4}),
+                           None, "adalora"),
+    "p-tuning": (PromptEncoderConfig(task_type="SEQ_CLS", num_virtual_tokens=3), None, "prompt-tuning"),
+    "exported-p-tuning": (PromptEncoderConfig(task_type="SEQ_CLS", num_virtual_tokens=3), "p-tuning", "prompt-tuning"),
+    "randlora": (RandLoraConfig(**LORA), None, "peft:RANDLORA"),  # no named method: peft's tuner
+    "per-layer-ranks": (LoraConfig(**LORA, rank_pattern={"query": 8}), None,
+                        NO_HOLDER.format("rank_pattern={'query': 8}")),
+    "randomised-pissa": (LoraConfig(**LORA, init_lora_weights="pissa_niter_4"), None,
+                         NO_HOLDER.format("init_lora_weights='pissa_niter_4'")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(DISPATCH_CASES))
+def test_an_adapter_is_read_by_the_most_specific_method_that_holds_it(case, tmp_path):
+    """Several methods share a peft type (LORA: lora, dora, rslora, pissa, olora, lora-plus): an adapter goes to
+    the named method whose fixed settings it has, else to peft's tuner of its type, else one line says why not."""
+    config, exported_as, expected = DISPATCH_CASES[case]
+    adapter = saved_config(config, tmp_path)
+    if expected in METHODS:
+        method, options = adapter_method(adapter, "ADAPTER", exported_as)
+        assert method.name == expected
+        assert options.get("prompt_length", 3) == adapter.get("num_virtual_tokens", 3)
+        differ = {k: v for k, v in options.items() if k in adapter and k != "target_modules" and adapter[k] != v}
+        assert not differ, differ  # every option the adapter sets is the adapter's (dora-with-rslora: use_rslora)
+    else:
+        with pytest.raises(PeftvizError) as refused:
+            adapter_method(adapter, "ADAPTER", exported_as)
+        assert str(refused.value) == f"ADAPTER: {expected}"
+
+
+def test_an_adalora_adapter_holds_only_the_triplets_it_kept_both_ways(base_of, tmp_path):
+    """peft saves the AdaLoRA triplets a model kept (rank_pattern; λ = 0 for the others) and resizes its layers
+    to them when it loads. An export says which λ of the run are not 0, and peft's own adapter (the import
+    case above) prunes as well, so both directions pass through resized tensors."""
+    options = dict(EXPORT_CASES)["adalora"]
+    run = smoke_run(tmp_path / "runs", "adalora", base_of("bert"), **options)
+    exported = export_run(run, tmp_path / "exported")
+    pattern = json.loads((exported / "adapter_config.json").read_text())["rank_pattern"]
+    saved = load_file(str(exported / "adapter_model.safetensors"))
+    lambdas = {name: p for name, p in run.params().items() if name.endswith(".lora_E.default")}
+    assert len(pattern) == len(lambdas) == 4  # query and value of 2 layers
+    for key, kept in pattern.items():
+        assert kept == (lambdas[f"encoder.{key.removeprefix('bert.')}.default"] != 0).view(-1).tolist()
+        assert tuple(saved[f"base_model.model.{key}"].shape) == (sum(kept), 1)
+    ranks = run.summary["method"]["adalora_kept_ranks"]
+    assert {f"bert.{name}.lora_E": rank for name, rank in ranks.items()} == {k: sum(v) for k, v in pattern.items()}
+    assert 0 < sum(ranks.values()) < 4 * 4  # some triplets pruned, not all
+
+    peft_trained_adapter(tmp_path / "peft", base_of("bert"), "adalora")
+    pattern = json.loads((tmp_path / "peft" / "adapter_config.json").read_text())["rank_pattern"]
+    assert 0 < sum(map(sum, pattern.values())) < 4 * 4
 
 
 def three_class_adapter(tmp_path):

@@ -184,6 +184,27 @@ def test_a_method_outside_the_registry_gets_a_stable_colour():
     assert palette.color(Series("new-method")).startswith("#")
 
 
+def test_a_peft_tuner_type_gets_a_hue_no_registered_method_has_the_same_in_every_process():
+    """`peft:<TYPE>` is not in the registry's iteration: its hue is one the registry leaves free, from its name's
+    CRC-32, not from Python's per-process string hash."""
+    import os
+    import subprocess
+    import sys
+
+    from peftviz.methods.peft_tuner import tuner_types
+
+    registered = {palette.color(Series(method)) for method in METHODS}
+    names = [f"peft:{peft_type}" for peft_type in tuner_types()]
+    colours = {name: palette.color(Series(name)) for name in names}
+    assert not set(colours.values()) & registered
+    assert {palette.method_index(name) for name in names} <= set(range(len(METHODS), len(palette.BASE)))
+    code = "from peftviz.figures.palette import Series, color; import sys; print(color(Series(sys.argv[1])))"
+    for seed in ("1", "2"):
+        other = subprocess.run([sys.executable, "-c", code, "peft:RANDLORA"], capture_output=True, text=True,
+                               env={**os.environ, "PYTHONHASHSEED": seed}, check=True)  # fmt: skip
+        assert other.stdout.strip() == colours["peft:RANDLORA"]
+
+
 def curves(names):
     return pd.concat(
         pd.DataFrame({"run": name, "epoch": [1, 2], "ece": [0.1, 0.05], "low": [0.05, 0.02], "high": [0.15, 0.08]})

@@ -29,7 +29,7 @@ def only_where_the_case_applies(request):
 
 
 def test_every_registered_method_has_a_case():
-    assert set(METHODS) == {case.method for case in METHOD_CASES}
+    assert set(METHODS) <= {case.method for case in METHOD_CASES}
     assert len({case.id for case in METHOD_CASES}) == len(METHOD_CASES)
 
 
@@ -102,7 +102,7 @@ def test_parameter_counts_follow_the_closed_form(family, case):
         "method": method,
         "head": head,
         "total": backbone + method + head,
-        "trainable": method + head + unfrozen,
+        "trainable": method - case.frozen(sizes) + head + unfrozen,
     }
 
 

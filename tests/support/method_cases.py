@@ -5,7 +5,8 @@ Each case gives, in terms of the encoder's sizes (L layers, hidden size D, feed-
 - `method_params`: what `parameter_counts()["method"]` must be (the method's own modules plus
   whatever it injected into the encoder);
 - `unfrozen`: pretrained encoder parameters the method makes trainable (BitFit's biases, Houlsby's
-  LayerNorms), or ALL for the whole backbone (fine-tuning).
+  LayerNorms), or ALL for the whole backbone (fine-tuning);
+- `frozen`: of the method's parameters, those that do not train (AdaLoRA's rank counts).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class MethodCase:
     options: dict = field(default_factory=dict)
     method_params: Callable[[Sizes], int] = lambda s: 0
     unfrozen: Callable[[Sizes], int] | str = lambda s: 0
+    frozen: Callable[[Sizes], int] = lambda s: 0  # of `method_params`, those that do not train (AdaLoRA's rank counts)
     prefix_keys: int = 0  # keys every query attends to before the text's (recorded attention)
     prefix_queries: int = 0  # positions prepended to the sequence (`n_prefix_queries`)
     families: tuple[str, ...] = FAMILIES  # the encoder families the options apply to
@@ -70,6 +72,46 @@ def bitfit_all(s: Sizes) -> int:
     """Embedding LayerNorm + per layer b_q, b_k, b_v, b_m1, b_LN1, b_m3, b_LN2 (D) and b_m2 (F); Longformer: global b_q, b_k, b_v."""
     return s.D + s.L * (7 * s.D + s.F + (3 * s.D if s.longformer else 0))
 
+
+def qv_maps(s: Sizes) -> int:
+    """peft's default targets on BERT and RoBERTa (BERT's on the Longformer): query and value, D × D each."""
+    return 2 * s.L
+
+
+def lokr_per_map(s: Sizes) -> int:
+    """LoKr on a D × D map: W1 (a × a) ⊗ W2 (b × b) with D = a · b split by peft's `factorization(D)` (the
+    factor pair nearest √D, smaller first); W2 is full unless r < b / 2 (then b·r + r·b)."""
+    from peft.tuners.lokr.layer import factorization
+
+    a, b = factorization(s.D, -1)
+    w2 = 2 * b * 8 if 8 < b / 2 else b * b
+    return a * a + w2
+
+
+def adalora_map(d_in: int, d_out: int, r: int = 12) -> int:
+    """AdaLoRA's P (d_out × r), Q (r × d_in), Λ (r) and the rank count it keeps as a parameter (1)."""
+    return r * (d_in + d_out) + r + 1
+
+
+def adalora_params(s: Sizes) -> int:
+    """peft's AdaLoRA targets: query, value on BERT (and the Longformer); on RoBERTa query, key, value and every
+    "dense" (attention output D × D, intermediate D → F, output F → D)."""
+    if s.family == "roberta":
+        return s.L * (4 * adalora_map(s.D, s.D) + adalora_map(s.D, s.F) + adalora_map(s.F, s.D))
+    return qv_maps(s) * adalora_map(s.D, s.D)
+
+
+def adalora_maps(s: Sizes) -> int:
+    """How many maps AdaLoRA adapts: one frozen rank count each."""
+    return s.L * 6 if s.family == "roberta" else qv_maps(s)
+
+
+def p_tuning_mlp(s: Sizes, n: int, h: int = 128) -> int:
+    """n embeddings (n × D) and peft's MLP D → h → h → D, with biases."""
+    return n * s.D + (s.D * h + h) + (h * h + h) + (h * s.D + s.D)
+
+
+LORA_R = 8  # peft's default rank, kept by the LoRA family's named methods
 
 METHOD_CASES = [
     MethodCase("fine-tuning", "fine-tuning", unfrozen=ALL),
@@ -115,4 +157,45 @@ METHOD_CASES = [
                unfrozen=lambda s: 2 * s.D * (2 * s.L + 1)),  # gain and shift of 2·L + 1 LayerNorms
     MethodCase("houlsby-adapter-frozen-ln", "houlsby-adapter", {"bottleneck": MB, "train_layer_norm": False},
                lambda s: s.L * 2 * (2 * MB * s.D + s.D + MB)),
+    # the peft tuners (peft_tuner.py), at peft's defaults on peft's targets: r·(d_in + d_out) per map for LoRA
+    MethodCase("dora", "dora", {},  # LoRA's A, B and the magnitude m (d_out) per map
+               lambda s: qv_maps(s) * (2 * LORA_R * s.D + s.D)),
+    MethodCase("rslora", "rslora", {}, lambda s: qv_maps(s) * 2 * LORA_R * s.D),
+    MethodCase("pissa", "pissa", {}, lambda s: qv_maps(s) * 2 * LORA_R * s.D),
+    MethodCase("olora", "olora", {}, lambda s: qv_maps(s) * 2 * LORA_R * s.D),
+    MethodCase("lora-plus", "lora-plus", {"r": R, "loraplus_lr_ratio": 4.0}, lambda s: qv_maps(s) * 2 * R * s.D),
+    MethodCase("adalora", "adalora", {}, adalora_params, frozen=adalora_maps),
+    MethodCase("vera", "vera", {},  # Λ_d (r = 256) and Λ_b (d_out) per map; the random A, B are frozen buffers
+               lambda s: qv_maps(s) * (256 + s.D)),
+    MethodCase("loha", "loha", {},  # two rank-8 pairs per map
+               lambda s: qv_maps(s) * 2 * 2 * LORA_R * s.D),
+    MethodCase("lokr", "lokr", {}, lambda s: qv_maps(s) * lokr_per_map(s)),
+    MethodCase("oft", "oft", {},  # D / 32 blocks of 32 × 32, each stored as its 32·31/2 skew-symmetric entries
+               lambda s: qv_maps(s) * (s.D // 32) * (32 * 31 // 2)),
+    MethodCase("boft", "boft", {},  # D / 4 blocks of 4 × 4 (one butterfly factor) and a scale per output
+               lambda s: qv_maps(s) * ((s.D // 4) * 16 + s.D)),
+    MethodCase("hra", "hra", {}, lambda s: qv_maps(s) * LORA_R * s.D),  # r Householder vectors of length D
+    MethodCase("fourierft", "fourierft", {}, lambda s: qv_maps(s) * 1000),  # 1,000 spectral coefficients per map
+    MethodCase("vblora", "vblora", {},  # the bank (256 × 32), and per map the top-k logits of A's and B's sub-vectors
+               lambda s: 256 * 32 + qv_maps(s) * 2 * 4 * (s.D // 32) * 256),
+    MethodCase("ln-tuning", "ln-tuning", {},  # a trainable copy of every LayerNorm: embeddings' and 2 per layer
+               lambda s: (2 * s.L + 1) * 2 * s.D),
+    MethodCase("p-tuning", "p-tuning", {"prompt_length": N},
+               lambda s: p_tuning_mlp(s, N), prefix_keys=N, prefix_queries=N),
+    MethodCase("p-tuning-lstm-peft-layout", "p-tuning",
+               {"prompt_length": N, "encoder_reparameterization_type": "LSTM", "encoder_hidden_size": 8,
+                "layout": "peft"},  # a 2-layer bidirectional LSTM D → 8 (×2 directions), then MLP 16 → 16 → D
+               lambda s: N * s.D + lstm_params(s.D, 8, 2) + (16 * 16 + 16) + (16 * s.D + s.D),
+               prefix_keys=N, prefix_queries=N, families=("bert", "roberta")),
+    MethodCase("peft-randlora", "peft:RANDLORA", {},  # any peft type: RandLoRA's λ (r × n) and γ (n × D), n = ⌈D / r⌉
+               lambda s: qv_maps(s) * (32 * -(-s.D // 32) + -(-s.D // 32) * s.D)),
 ]  # fmt: skip
+
+
+def lstm_params(d_in: int, h: int, layers: int) -> int:
+    """A bidirectional LSTM: per layer and direction 4·h·(input + h) weights and 2 · 4·h biases."""
+    total, width = 0, d_in
+    for _ in range(layers):
+        total += 2 * (4 * h * (width + h) + 2 * 4 * h)
+        width = 2 * h
+    return total

@@ -66,6 +66,21 @@ def test_four_runs_on_ray_are_bit_identical_to_the_same_runs_trained_here(local_
         )
 
 
+@pytest.mark.slow
+def test_peft_tuners_on_ray_are_bit_identical_to_the_same_runs_trained_here(local_ray, one_thread, tmp_path):
+    """AdaLoRA (its rank allocator steps with the training loop) and VeRA (shared state on peft's tuner) in a Ray
+    worker: the same predictions as in this process."""
+    configs = over_seeds(comparison_configs("smoke", ["adalora", "vera"]), [0])
+    on_ray = run_sweep(configs, tmp_path / "ray", "ray", ray_options=RayOptions(cpus_per_run=1, gpus_per_run=0))
+    here = run_sweep(configs, tmp_path / "local", "local")
+    ray_runs, local_runs = by_title(list_runs(tmp_path / "ray")), by_title(list_runs(tmp_path / "local"))
+    assert len(ray_runs) == 2 and not any(outcome.failed for outcome in on_ray + here)
+    for title, run in ray_runs.items():
+        assert predictions(run) == predictions(local_runs[title]) and len(predictions(run)) == 3
+    (title,) = [title for title, run in ray_runs.items() if run.config.method == "adalora"]
+    assert ray_runs[title].summary["method"] == local_runs[title].summary["method"]  # the same final ranks
+
+
 def kill_writer_after_first_epoch(store, killed: dict, stop: threading.Event) -> None:
     """Watch the store; SIGKILL the process writing the first run that has finished epoch 1 (its metrics
     line and resume state written) but not epoch 2. The pid is the one its writer.lock names: a Ray worker."""

@@ -17,6 +17,7 @@ import torch
 from peftviz.cli import parse_method_options
 from peftviz.errors import ConfigError, ModelLoadError
 from peftviz.methods import METHODS
+from peftviz.methods.peft_tuner import PeftTunerConfig
 from peftviz.modeling.backbones import load_encoder, max_tokens, tiny_encoder
 from peftviz.modeling.model import build_classifier
 from peftviz.options import Bounds, shown
@@ -116,7 +117,15 @@ CASES = [
     (method("tiny-attention", init_from=3), "init_from must be a string, not 3"),
     (method(KERNEL, kernel={"exp": 1}), "kernel must be one of exp, rbf, linear, polynomial, not {'exp': 1}"),
     # choices, unknown names, rules across fields
-    ({"method": "no-such-method"}, "method must be one of"),
+    ({"method": "no-such-method"}, "unknown method 'no-such-method'; choose one of fine-tuning, "),
+    # any peft tuner by type: peft's own checks, one line each
+    ({"method": "peft:FOO"}, "peft has no tuner type 'FOO'; its types: PROMPT_TUNING, "),
+    ({"method": "peft:PREFIX_TUNING"}, "peft's PREFIX_TUNING is prompt learning, not a tuner of the encoder's modules"),
+    (method("oft", r=4, oft_block_size=4), "peft refuses these OFT options: You can only specify either r (4) or"),
+    (method("vera", r=-1), "r must be in [0, 1024], not -1"),
+    (method("fourierft", n_frequency=10**7), "n_frequency must be in [0, 65536], not 10000000"),
+    (method("lora-plus", loraplus_lr_ratio=0.5), "loraplus_lr_ratio must be in [1, 1024], not 0.5"),
+    (method("dora", use_dora=False), "has no option(s) use_dora"),  # what makes it DoRA is not an option
     ({"schedule": "step"}, "schedule must be one of linear, cosine, not 'step'"),
     ({"device": "gpu"}, "device must be auto, cpu, cuda or cuda:N, not 'gpu'"),
     ({"device": "cuda:0\nrm -rf /"}, "device must be auto, cpu, cuda or cuda:N, not 'cuda:0\\nrm -rf /'"),
@@ -146,7 +155,8 @@ def test_a_stored_bad_setting_is_refused_the_same_way(overrides, expected):
 
 
 def options_classes() -> list[type]:
-    return [TrainConfig, *(cls.config_class for cls in METHODS.values())]
+    # every registered method's, and one peft tuner by type
+    return [TrainConfig, *(cls.config_class for cls in METHODS.values()), METHODS["peft:RANDLORA"].config_class]
 
 
 def just_outside(bounds: Bounds, integer: bool) -> list:
@@ -168,6 +178,12 @@ def just_inside(bounds: Bounds) -> list:
 
 
 def construct(options_class, name: str, value):
+    if issubclass(options_class, PeftTunerConfig):  # peft's rules across fields may refuse one value alone
+        try:
+            return options_class.from_dict({name: value})
+        except ConfigError as err:  # (OFT: r and oft_block_size both set), never the bound itself
+            assert str(err).startswith(f"peft refuses these {options_class.peft_type} options: "), str(err)
+            return None
     if options_class is not TrainConfig:
         return options_class.from_dict({name: value})
     if name in ("batch_size", "effective_batch_size"):  # one must divide the other

@@ -17,9 +17,11 @@ from typing import Any, Literal, get_args, get_origin
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING
 
 from peftviz.errors import ConfigError
 from peftviz.methods import METHODS
+from peftviz.methods.peft_tuner import PeftTunerConfig
 from peftviz.store.migrations import stored_config
 from peftviz.store.schema import RECORD_FIELDS
 from peftviz.training.config import MAX_BATCH, TrainConfig
@@ -97,6 +99,28 @@ def field_problems(options_class, values: dict) -> list[str]:
     return found
 
 
+def peft_problems(options_class, values: dict) -> list[str]:
+    """A peft tuner's options (field rules passed): its string options are words or comma lists of them, and
+    peft's own config class, asked directly, takes the settings peft has (its rules across fields)."""
+    if not issubclass(options_class, PeftTunerConfig):
+        return []
+    merged = {f.name: values.get(f.name, f.default) for f in fields(options_class)}
+    texts = [name for name, kind in options_class.types().items() if kind is str and merged[name] is not None]
+    words = [name for name in texts if not re.fullmatch(r"[\w.-]+(,[\w.-]+)*", merged[name])]
+    if words:
+        return words
+    peft_class = PEFT_TYPE_TO_CONFIG_MAPPING[options_class.peft_type]
+    peft_fields = {f.name for f in fields(peft_class)} - {"target_modules"}
+    settings = {name: value for name, value in merged.items() if name in peft_fields} | options_class.fixed
+    if "total_step" in peft_fields:  # AdaLoRA's, known once training starts: the least its schedule takes
+        settings["total_step"] = merged["tinit"] + merged["tfinal"] + 1
+    try:
+        peft_class(**settings)
+    except (ValueError, TypeError, NotImplementedError):
+        return ["peft"]
+    return []
+
+
 def problems(values: dict) -> list[str]:
     """Everything wrong with a TrainConfig dict, the method's options and the rules across fields included."""
     found = field_problems(TrainConfig, values)
@@ -106,6 +130,7 @@ def problems(values: dict) -> list[str]:
     if method not in METHODS:
         return ["method"]
     found = field_problems(CONFIG_CLASSES[method], values.get("method_options", {}))
+    found = found or peft_problems(CONFIG_CLASSES[method], values.get("method_options", {}))
     batch, effective = values.get("batch_size", 16), values.get("effective_batch_size", 16)
     if effective % batch:
         found.append("batch sizes")
@@ -332,7 +357,7 @@ def test_stored_config_accepts_exactly_the_valid_records(values, change, extra):
 def test_every_method_refuses_its_hostile_options(name, mode, data):
     config_class = CONFIG_CLASSES[name]
     options = data.draw(settings_of(config_class, mode))
-    refused = bool(field_problems(config_class, options))
+    refused = bool(field_problems(config_class, options) or peft_problems(config_class, options))
     event("refused" if refused else "accepted")
     if refused:
         assert_refused_in_one_line(lambda: config_class.from_dict(options))
