@@ -49,7 +49,7 @@ import torch
 
 from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
-from peftviz.options import option, shown
+from peftviz.options import option
 
 MAX_SIZE = 65_536
 MAX_RANK = 1024
@@ -145,9 +145,7 @@ class PeftTunerConfig(MethodConfig):
         for name, kind in self.types().items():
             value = getattr(self, name)
             if kind is str and value is not None and not WORDS.fullmatch(value):
-                raise ConfigError(
-                    f"{name} takes a word or module names separated by commas (letters, digits, _ . -), not {shown(value)}"
-                )
+                raise ConfigError(f"{name} takes a word or module names separated by commas: {_what_breaks(value)}")
 
     def peft_settings(self, targets) -> dict:
         """The options as peft's config takes them: the fields peft has, the fixed ones, and `targets`."""
@@ -217,6 +215,17 @@ def _target_option(targets, method: str) -> str:
             "or module-name suffixes"
         )
     return ",".join(sorted(targets))
+
+
+def _what_breaks(value: str) -> str:
+    """Why `value` is not words separated by commas, naming the first character that is not allowed (the value
+    itself is not quoted: it may be a path, and the answer must not depend on more of it)."""
+    if not value:
+        return "it is empty"
+    bad = next((char for char in value if not re.fullmatch(r"[\w.,-]", char)), None)
+    if bad is not None:
+        return f"{bad!r} is not a letter, digit, _ . - or ,"
+    return "a comma may only separate two names"
 
 
 def _first_line(err: Exception) -> str:

@@ -126,6 +126,11 @@ CASES = [
     (method("fourierft", n_frequency=10**7), "n_frequency must be in [0, 65536], not 10000000"),
     (method("lora-plus", loraplus_lr_ratio=0.5), "loraplus_lr_ratio must be in [1, 1024], not 0.5"),
     (method("dora", use_dora=False), "has no option(s) use_dora"),  # what makes it DoRA is not an option
+    (
+        method("dora", target_modules="/etc/passwd"),  # words only: no path reaches a shared server through it
+        "target_modules takes a word or module names separated by commas: '/' is not a letter, digit, _ . - or ,",
+    ),
+    (method("vera", bias=""), "bias takes a word or module names separated by commas: it is empty"),
     ({"schedule": "step"}, "schedule must be one of linear, cosine, not 'step'"),
     ({"device": "gpu"}, "device must be auto, cpu, cuda or cuda:N, not 'gpu'"),
     ({"device": "cuda:0\nrm -rf /"}, "device must be auto, cpu, cuda or cuda:N, not 'cuda:0\\nrm -rf /'"),
