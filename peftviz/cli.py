@@ -431,7 +431,8 @@ def methods_command(args: argparse.Namespace) -> int:
         print(format_table(method_counts(args.counts, [args.method] if args.method else list(METHODS))))
         return 0
     if args.method:
-        print(format_table(option_rows(args.method)) if option_rows(args.method) else f"{args.method} has no options")
+        rows = option_rows(args.method)
+        print(format_table(rows) if rows else f"{args.method} has no options")
         return 0
     rows = [
         {"method": name, "peft type": cls.peft_type or "–", "what it is": what_it_is(cls)}

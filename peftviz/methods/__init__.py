@@ -36,10 +36,6 @@ class MethodRegistry(Mapping):
         cls.name = name  # the registry names the method; the class never repeats it
         return cls
 
-    def __contains__(self, name) -> bool:
-        """A registered name, or any `peft:<TYPE>` (looking it up says whether peft has such a tuner)."""
-        return name in self._entries or (isinstance(name, str) and name.startswith(PEFT_PREFIX))
-
     @staticmethod
     def _peft_type(name: str) -> type[PeftMethod]:
         """`peft:<TYPE>`: peft's tuner of that type (peft_tuner.py); KeyError with the reason where there is none."""

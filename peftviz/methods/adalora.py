@@ -56,14 +56,18 @@ class AdaLoRA(PeftTuner):
 
     def regularization(self) -> Tensor | None:
         weight = self.config.orth_reg_weight
+        if weight == 0:  # every training step asks: no work for a penalty that weighs nothing
+            return None
         penalties = []
         for name, p in self.tuner.model.named_parameters():
             if ".lora_A." in name or ".lora_B." in name:
                 cov = p @ p.T if ".lora_A." in name else p.T @ p  # (r, r)
                 penalties.append(torch.linalg.matrix_norm(cov - torch.eye(cov.shape[0], device=cov.device)))
-        if not penalties or weight == 0:
-            return None
-        return weight * torch.stack(penalties).mean()
+        return weight * torch.stack(penalties).mean() if penalties else None
+
+    def singular_values(self) -> dict[str, Tensor]:
+        """peft's parameter name (in the encoder) -> Λ of that map, (init_r, 1): what the ranks are read from."""
+        return {name: p for name, p in self.tuner.model.named_parameters() if name.endswith(".lora_E.default")}
 
     def ranks(self) -> dict[str, int]:
         """Map name -> the triplets the allocator keeps now (peft's rank_pattern; init_r before it first prunes).
@@ -71,17 +75,12 @@ class AdaLoRA(PeftTuner):
         pattern = self.tuner.peft_config["default"].rank_pattern or {}
         return {
             name.removesuffix(".lora_E.default"): sum(pattern[name]) if name in pattern else p.shape[0]
-            for name, p in self.tuner.model.named_parameters()
-            if name.endswith(".lora_E.default")
+            for name, p in self.singular_values().items()
         }
 
     def kept_ranks(self) -> dict[str, int]:
         """Map name -> the non-zero λ of the parameters as they are now (a trained model's ranks)."""
-        return {
-            name.removesuffix(".lora_E.default"): int((p != 0).sum())
-            for name, p in self.tuner.model.named_parameters()
-            if name.endswith(".lora_E.default")
-        }
+        return {name.removesuffix(".lora_E.default"): int((p != 0).sum()) for name, p in self.singular_values().items()}
 
     def training_record(self) -> dict:
         """The last allocation's ranks, and those of the parameters the run keeps (its best epoch's, which
@@ -95,11 +94,7 @@ class AdaLoRA(PeftTuner):
         then saves the kept triplets only. total_step is the trainer's where this model trained (`schedule`),
         else a placeholder peft accepts (it matters to training alone)."""
         settings = super().peft_config()
-        kept = {
-            name.removesuffix(".default"): (p != 0).view(-1).tolist()
-            for name, p in self.tuner.model.named_parameters()
-            if name.endswith(".lora_E.default")
-        }
+        kept = {name.removesuffix(".default"): (p != 0).view(-1).tolist() for name, p in self.singular_values().items()}
         return settings | {"total_step": self.tuner.peft_config["default"].total_step, "rank_pattern": kept or None}
 
     @classmethod

@@ -33,6 +33,10 @@ from peftviz.methods.prompt_tuning import MAX_PROMPT_LENGTH, PromptTuning
 from peftviz.options import option
 
 MAX_ENCODER_HIDDEN = 4096
+NOT_IMPORTED = (
+    "a p-tuning adapter saved by peft keeps only the prompt its encoder made, not the encoder: it imports as "
+    "prompt-tuning"
+)
 
 
 @dataclass
@@ -88,13 +92,8 @@ class PTuning(PromptTuning):
         return self.prompt_encoder(self.indices)  # (n, D)
 
     def peft_config(self) -> dict:
-        if self.config.layout != "peft":
-            raise ConfigError(
-                f"{self.name}: layout={self.config.layout!r} has no exact peft form: train with layout=peft"
-            )
         config = self.config
-        return {
-            "num_virtual_tokens": config.prompt_length,
+        return super().peft_config() | {  # prompt tuning's: the layout checked, num_virtual_tokens
             "encoder_reparameterization_type": config.encoder_reparameterization_type,
             "encoder_hidden_size": config.encoder_hidden_size,
             "encoder_num_layers": config.encoder_num_layers,
@@ -103,15 +102,9 @@ class PTuning(PromptTuning):
 
     @classmethod
     def prompt_state(cls, embeddings: Tensor) -> dict[str, Tensor]:
-        raise ConfigError(
-            "a p-tuning adapter saved by peft keeps only the prompt its encoder made, not the encoder: it imports as "
-            "prompt-tuning"
-        )
+        raise ConfigError(NOT_IMPORTED)
 
     @classmethod
     def options_from_peft(cls, adapter: dict) -> dict:
         """Never a p-tuning run (`imports_as`): the MLP that made the saved prompt is not in the adapter."""
-        raise ConfigError(
-            "a p-tuning adapter saved by peft keeps only the prompt its encoder made, not the encoder: it imports as "
-            "prompt-tuning"
-        )
+        raise ConfigError(NOT_IMPORTED)

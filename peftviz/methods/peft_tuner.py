@@ -60,13 +60,16 @@ ALL_LINEAR_PATTERN = (  # the encoder layers' linear maps (peft's "all-linear" w
     r".*\.?layer\.\d+\.(attention\.self\.(query|key|value)(_global)?|attention\.output\.dense"
     r"|intermediate\.dense|output\.dense)"
 )
-# peft config fields that are not options here: bookkeeping, saving formats, other model kinds, what peftviz sets
-NOT_OPTIONS = frozenset({
+# adapter_config.json fields that describe the file, the training or other model kinds, not what peft computes
+# on an encoder: an adapter may set them to anything
+NOT_COMPUTATION = frozenset({
     "task_type", "peft_type", "base_model_name_or_path", "revision", "inference_mode", "auto_mapping",
-    "peft_version", "modules_to_save", "fan_in_fan_out", "layers_pattern", "megatron_core", "use_qalora",
-    "qalora_group_size", "ensure_weight_tying", "use_effective_conv2d", "save_projection",
-    "save_only_topk_weights", "total_step", "target_modules",
+    "peft_version", "modules_to_save", "megatron_core", "save_projection", "save_only_topk_weights",
+    "ensure_weight_tying", "use_effective_conv2d", "qalora_group_size", "layers_pattern", "fan_in_fan_out",
+    "runtime_config",
 })  # fmt: skip
+# peft config fields that are not options here: those, GPTQ's quantised LoRA, and what peftviz sets itself
+NOT_OPTIONS = NOT_COMPUTATION | {"use_qalora", "total_step", "target_modules"}
 WORDS = re.compile(r"[\w.-]+(,[\w.-]+)*")  # what a string option of a peft tuner takes
 TARGETS_HELP = (
     "the modules peft adapts: peft-default (peft's targets for this encoder type; BERT's for the Longformer), "
@@ -170,16 +173,6 @@ class PeftTunerConfig(MethodConfig):
     def placeholders(self) -> dict:
         """Settings peft requires that the method only knows later (AdaLoRA's total_step)."""
         return {}
-
-
-# adapter_config.json fields that describe the file, the training or other model kinds, not what peft computes
-# on an encoder: an adapter may set them to anything
-NOT_COMPUTATION = frozenset({
-    "task_type", "peft_type", "base_model_name_or_path", "revision", "inference_mode", "auto_mapping",
-    "peft_version", "modules_to_save", "megatron_core", "save_projection", "save_only_topk_weights",
-    "ensure_weight_tying", "use_effective_conv2d", "qalora_group_size", "layers_pattern", "fan_in_fan_out",
-    "runtime_config",
-})  # fmt: skip
 
 
 def _peft_defaults(peft_type: str) -> dict:
@@ -339,7 +332,7 @@ class PeftTuner(PeftMethod):
         settings = self.config.peft_settings(None)
         choice = getattr(self.config, "target_modules", None)
         if choice is not None:
-            targets = self._hooks[0].tuner.peft_config["default"].target_modules if self._hooks else None
+            targets = self.tuner.peft_config["default"].target_modules if self._hooks else None
             settings["target_modules"] = sorted(targets) if isinstance(targets, set) else targets
         return settings
 
