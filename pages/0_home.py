@@ -55,8 +55,9 @@ def status_note(runs) -> str:
     if "training" in statuses:
         notes.append("Training runs are being written now; their finished epochs load.")
     if "incomplete" in statuses:
-        notes.append("Incomplete runs were stopped (their writer is gone); their finished epochs load, and "
-                     "`python -m peftviz train --resume RUN` continues one.")  # fmt: skip
+        resumable = any(run.status == "incomplete" and run.trained_here for run in runs)
+        notes.append("Incomplete runs were stopped (their writer is gone); their finished epochs load" +
+                     (", and `python -m peftviz train --resume RUN` continues one trained here." if resumable else "."))  # fmt: skip
     return " ".join(notes)
 
 

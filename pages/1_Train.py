@@ -162,7 +162,7 @@ with st.expander("Import a model trained elsewhere"):
     else:
         import_form(preset, dataset)
 
-incomplete = [run for run in appkit.runs() if run.status == "incomplete" and run.metrics]
+incomplete = [run for run in appkit.runs() if run.status == "incomplete" and run.metrics and run.trained_here]
 if incomplete:
     with st.expander(f"Resume a stopped run ({len(incomplete)})"):
         run = st.selectbox("Run", incomplete, format_func=appkit.run_label, key="train_resume_run")

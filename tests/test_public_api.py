@@ -14,6 +14,8 @@ PROMISED = [
     ("peftviz.calibration.estimators", "estimate_all"),
     ("peftviz.calibration.estimators", "ESTIMATORS"),
     ("peftviz.calibration.metrics", "ece"),
+    ("peftviz.integrations.transformers", "PeftvizCallback"),
+    ("peftviz.record", "open_run"),
 ]
 
 

@@ -62,7 +62,7 @@ def sweepable(run: Run) -> bool:
 def propagation_runs(runs: list[Run]) -> list[Run]:
     """The runs λ(C) and the α sweep apply to, with parameters: runs whose α is free first, then runs
     trained at a fixed α."""
-    usable = [run for run in runs if run.status != "corrupt" and run.params_path.exists() and sweepable(run)]
+    usable = [run for run in runs if run.status != "corrupt" and run.has_params and sweepable(run)]
     return sorted(usable, key=lambda run: run.method_class.trained_alpha(run.method_config) is not None)
 
 

@@ -20,6 +20,8 @@ def trained_by(run: Run) -> str | None:
     vm" for each resume (`sweep`); None for runs from before attempts were recorded."""
     if run.imported:  # evaluated, not trained, here
         return f"imported ({run.imported['kind']}) from {run.imported['source']}"
+    if run.recorded:  # trained by another loop, which recorded it
+        return f"recorded by {run.recorded['by']}"
     attempts = run.record.get("attempts") or []
     if not attempts:
         return None
@@ -90,9 +92,11 @@ SHORT_NAMES = {"learning_rate": "lr", "n_heads": "heads", "max_length": "length"
                "effective_batch_size": "effective batch", "gradient_checkpointing": "checkpointing"}  # fmt: skip
 
 
-def _label_settings(config: TrainConfig) -> dict:
+def _label_settings(config: TrainConfig, recorded: dict | None = None) -> dict:
     """The settings a picker may name: the run's and its method's (not links to other runs)."""
     values = {k: v for k, v in config.to_dict().items() if k not in ("method", "label", "method_options", "seed")}
+    if recorded:  # a run another loop recorded: only the settings it gave describe it (and what it is of)
+        values = {k: v for k, v in values.items() if k in recorded.get("given", []) or k in ("model", "dataset")}
     link = config.method_class.start_option()
     values.update({k: v for k, v in config.method_config.to_dict().items() if k != link})  # defaults filled in
     return values
@@ -117,7 +121,7 @@ def run_labels(runs: list[Run]) -> dict[str, str]:
         by_label.setdefault(run.label, []).append(run)
     labels = {}
     for label, members in by_label.items():
-        settings = {run.name: _label_settings(run.config) if run.config else {} for run in members}
+        settings = {run.name: _label_settings(run.config, run.recorded) if run.config else {} for run in members}
         names = list(dict.fromkeys(name for values in settings.values() for name in values))
         differing = [n for n in names if len({json.dumps(s.get(n), default=str) for s in settings.values()}) > 1]
         for run in members:

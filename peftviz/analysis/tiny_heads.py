@@ -30,8 +30,8 @@ HeadWeights = dict[str, np.ndarray]  # "query"/"key"/"value": (M, D, H); "out": 
 
 
 def applies(run: Run) -> bool:
-    """Whether the run's method has heads to average (the tiny-attention adapter)."""
-    return run.config is not None and run.method_class.averages_heads
+    """Whether the run's method has heads to average (the tiny-attention adapter) and the run its parameters."""
+    return run.has_params and run.method_class.averages_heads
 
 
 def multi_head_first(runs: list[Run]) -> list[Run]:

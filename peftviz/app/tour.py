@@ -67,7 +67,7 @@ def comparisons(runs: list[Run]) -> list[Comparison]:
     the one covering the most of the papers' methods, then the default model's, then the newest."""
     by_settings: dict[tuple, list[int]] = {}  # settings -> indices of their runs in the store's order (oldest first)
     for index, run in enumerate(runs):
-        if run.status == "complete" and run.metrics and not run.imported:
+        if run.status == "complete" and run.metrics and run.trained_here:
             by_settings.setdefault(comparison_settings(run), []).append(index)
     papers = set(comparison_methods())
 
@@ -100,7 +100,7 @@ def where_attention_goes(runs: list[Run]) -> list[Run]:
     """A run whose queries weigh the prefixes by λ(C) themselves (α free), else any run with prefix keys."""
     complete = one_per_label(runs)
     free = [run for run in complete if kernel.sweepable(run) and kernel.alpha_free(run)]
-    return (free or [run for run in complete if run.method_class.prefix_keys])[:1]
+    return (free or [run for run in complete if run.has_params and run.method_class.prefix_keys])[:1]
 
 
 def lambda_against_alpha(runs: list[Run]) -> list[Run]:

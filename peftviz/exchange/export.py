@@ -50,6 +50,9 @@ def export_run(run: Run, folder: Path) -> Path:
     """Write `run` into the new folder `folder` (see the module docstring); returns it."""
     if run.status != "complete":
         raise ExchangeError(f"run {run.name} is {run.status}; only a complete run can be exported")
+    if not run.has_params:
+        raise ExchangeError(f"run {run.name} was recorded from another training loop: it holds predictions, no "
+                            "parameters to export")  # fmt: skip
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ExchangeError(f"{folder} exists and is not an empty folder: choose a new one")

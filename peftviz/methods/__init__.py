@@ -31,6 +31,8 @@ class MethodRegistry(Mapping):
     def __getitem__(self, name: str) -> type[PeftMethod]:
         if isinstance(name, str) and name.startswith(PEFT_PREFIX):
             return self._peft_type(name)
+        if isinstance(name, str) and name.startswith(EXTERNAL_PREFIX):
+            return self._external(name)
         module_name, class_name = self._entries[name].split(":")
         cls = getattr(importlib.import_module(f"peftviz.methods.{module_name}"), class_name)
         cls.name = name  # the registry names the method; the class never repeats it
@@ -48,6 +50,18 @@ class MethodRegistry(Mapping):
         cls.name = name
         return cls
 
+    @staticmethod
+    def _external(name: str) -> type[PeftMethod]:
+        """`external:<name>`: a method another training loop recorded a run of (external.py)."""
+        from peftviz.methods.external import external_class
+
+        try:
+            cls = external_class(name, name.removeprefix(EXTERNAL_PREFIX))
+        except ConfigError as err:
+            raise KeyError(str(err)) from None
+        cls.name = name
+        return cls
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 
@@ -56,6 +70,7 @@ class MethodRegistry(Mapping):
 
 
 PEFT_PREFIX = "peft:"  # `peft:<TYPE>` names any tuner of Hugging Face peft by its PeftType
+EXTERNAL_PREFIX = "external:"  # `external:<name>`: a method trained outside peftviz, whose run was recorded
 DEFAULT_METHOD = "prefix-propagation"
 METHODS = MethodRegistry(
     {
@@ -93,7 +108,7 @@ def method_class(name: str) -> type[PeftMethod]:
     try:
         return METHODS[name]
     except KeyError as err:
-        if isinstance(name, str) and name.startswith(PEFT_PREFIX):
+        if isinstance(name, str) and name.startswith((PEFT_PREFIX, EXTERNAL_PREFIX)):
             raise ConfigError(err.args[0]) from None
         raise ConfigError(
             f"unknown method {name!r}; choose one of {', '.join(METHODS)}, or {PEFT_PREFIX}<TYPE> for any peft tuner"

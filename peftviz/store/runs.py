@@ -113,6 +113,22 @@ class Run:
         return self.record.get("imported")
 
     @property
+    def recorded(self) -> dict | None:
+        """A run another training loop trained and recorded (`peftviz.record`): {"by", "settings", "given"}; None else.
+        It holds predictions, no parameters: what needs the model leaves it out (`has_params`)."""
+        return self.record.get("recorded")
+
+    @property
+    def trained_here(self) -> bool:
+        """Whether peftviz trained the run (a sweep may skip or resume it), not imported or recorded from elsewhere."""
+        return self.config is not None and not self.imported and not self.recorded
+
+    @property
+    def has_params(self) -> bool:
+        """Whether the run holds trained parameters: what rebuilding its model (attention, α, export) needs."""
+        return self.config is not None and not self.recorded and os.path.lexists(self.params_path)
+
+    @property
     def repeat_of(self) -> str | None:
         """The run folder this run repeats (same settings and seed, trained anew with force); None for others."""
         return self.record.get("repeat_of")
@@ -120,8 +136,8 @@ class Run:
     @property
     def group_key(self) -> str:
         """Equal for runs whose settings differ only in the training seed (see `group_runs`); imported
-        runs group with imported runs only."""
-        return group_key(self.config, imported=bool(self.imported))
+        runs group with imported runs only, recorded runs with runs recorded alike."""
+        return group_key(self.config, imported=bool(self.imported), recorded=self.recorded)
 
     @property
     def params_path(self) -> Path:
@@ -166,10 +182,11 @@ class Run:
 # ---------------------------------------------------------------- groups of seeds
 
 
-def group_key(config: TrainConfig, imported: bool = False) -> str:
+def group_key(config: TrainConfig, imported: bool = False, recorded: dict | None = None) -> str:
     """A short hash of every setting but the training seed and the method's links to other runs (the
-    one-head run a four-head tiny-attention run starts from is another run at each seed), and of
-    whether the run was imported (evaluated, not trained, with these settings).
+    one-head run a four-head tiny-attention run starts from is another run at each seed), of whether
+    the run was imported (evaluated, not trained, with these settings), and of what recorded it and the
+    settings it recorded besides peftviz's (a run another training loop trained: `peftviz.record`).
 
     The settings are normalised (`TrainConfig.key_settings`): a method option at its default is the
     same configuration whether it was stored (the Train page) or left out (the CLI). The key is
@@ -177,6 +194,8 @@ def group_key(config: TrainConfig, imported: bool = False) -> str:
     settings = config.key_settings
     if imported:
         settings["imported"] = True
+    if recorded:
+        settings["recorded"] = recorded
     del settings["seed"]
     text = json.dumps(settings, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
@@ -290,10 +309,14 @@ def _read_progress(run: Run) -> None:
         run.summary = schema.check_summary(
             schema.read_json(path / "summary.json", "summary.json", limits["summary.json"])
         )
-    has_params = os.path.lexists(path / PARAMS_FILE)
-    if has_params:
-        run.params_epoch = schema.stored_epoch(schema.safetensors_header(path / PARAMS_FILE, PARAMS_FILE), PARAMS_FILE)
-    run.metrics = _committed_epochs(lines, run.params_epoch, has_params)
+    if run.recorded:  # another loop trained it: no parameters; its metrics line commits an epoch
+        run.metrics = lines
+    else:
+        has_params = os.path.lexists(path / PARAMS_FILE)
+        if has_params:
+            header = schema.safetensors_header(path / PARAMS_FILE, PARAMS_FILE)
+            run.params_epoch = schema.stored_epoch(header, PARAMS_FILE)
+        run.metrics = _committed_epochs(lines, run.params_epoch, has_params)
     if run.summary:
         _check_finished(run, lines)
     n_classes, sizes = len(run.label_names), set()

@@ -11,12 +11,14 @@ within its limit, npz and safetensors headers against the file's size) and check
                         label_names (>= 2 distinct strings), parameters (name -> count <= MAX_COUNT),
                         environment (an object), data_sha256 (64 hex digits or null; optional),
                         attempts (who trained it), imported (an evaluation-only run's origin; optional),
-                        repeat_of (the run folder's name a forced repeat repeats; optional)
+                        repeat_of (the run folder's name a forced repeat repeats; optional),
+                        recorded (a run another training loop recorded: by, settings; optional)
     metrics.jsonl       one object per line: epoch (1, 2, ... in order), every other value a number
     summary.json        status "complete" or "failed" (FINISHED); error (text); params_epoch (the epoch the
                         parameters belong to); test and other evaluations (name -> number)
     predictions/*.npz   probs (N, C) float32/64, labels (N,) integer; C = len(label_names)
-    params.safetensors  header checked against the file; metadata "epoch" = the epoch it holds
+    params.safetensors  header checked against the file; metadata "epoch" = the epoch it holds; a recorded
+                        run has none (its metrics line commits an epoch)
     resume.safetensors  metadata "epoch": the training state at the end of that epoch; under fp16
                         also "scaler": the loss scaler's state as JSON (`scaler_state`)
     writer.lock         while a process writes the run (`store.writer.WriterLock`); read only to ask whether
@@ -71,6 +73,10 @@ ENGINES = ("local", "ray")  # what trained a run: attempts[].engine (`peftviz.sw
 # where an imported run's model came from: imported.kind (`peftviz.exchange.sources` finds it, `.imports` loads it)
 PEFT_ADAPTER, HF_CLASSIFIER, PEFTVIZ_EXPORT = "peft-adapter", "hf-classifier", "peftviz"
 IMPORT_KINDS = (PEFT_ADAPTER, HF_CLASSIFIER, PEFTVIZ_EXPORT)
+# what recorded a run another training loop trained: recorded.by (`peftviz.record`, `peftviz.integrations`)
+RECORDERS = ("recorder", "transformers-trainer")
+RECORDED_SETTING_CHARS = 200  # a recorded setting's text: a scheduler's name, a path; not a document
+SETTING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}")  # a recorded setting's or value's name: a word
 COMPLETE, FAILED = "complete", "failed"
 FINISHED = (COMPLETE, FAILED)  # what summary.json says of a run that ended
 STATUSES = (COMPLETE, "training", "incomplete", FAILED, "corrupt")  # a run as read back (`store.runs.Run.status`)
@@ -236,6 +242,35 @@ def _repeat_of(name, file: str, field: str) -> None:
         raise Corrupt(file, f"{field} must be a run folder's name or null, not {_shown(name)}")
 
 
+def check_recorded_settings(settings, file: str, field: str) -> dict:
+    """A recorded run's settings that are not peftviz's: word -> a number, text (<= RECORDED_SETTING_CHARS),
+    true/false or null. What a training loop says it used; shown and grouped by, never acted on."""
+    for name, value in mapping(settings, file, field).items():
+        if not SETTING_NAME.fullmatch(name):
+            raise Corrupt(file, f"{field} has a setting named {_shown(name)}; names are words (letters, digits, _ . -)")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise Corrupt(file, f"{field}.{name} must be finite, not {value}")
+        if isinstance(value, str) and len(value) > RECORDED_SETTING_CHARS:
+            raise Corrupt(file, f"{field}.{name} is {len(value)} characters; at most {RECORDED_SETTING_CHARS}")
+        if not isinstance(value, (str, int, float, bool, type(None))):
+            raise Corrupt(file, f"{field}.{name} must be a number, text, true/false or null, not {_shown(value)}")
+    return settings
+
+
+def _recorded(recorded, file: str, field: str) -> None:
+    """A run another training loop trained and recorded (`peftviz.record`): by (RECORDERS), settings, and
+    given: the names of the run settings (TrainConfig fields) the loop gave; the others are defaults that
+    describe nothing of the run."""
+    if recorded is None:
+        return
+    mapping(recorded, file, field)
+    one_of(recorded.get("by"), RECORDERS, file, f"{field}.by")
+    check_recorded_settings(recorded.get("settings"), file, f"{field}.settings")
+    given = recorded.get("given", [])
+    if not isinstance(given, list) or not all(isinstance(name, str) and SETTING_NAME.fullmatch(name) for name in given):
+        raise Corrupt(file, f"{field}.given must be a list of setting names, not {_shown(given)}")
+
+
 # what config.json records besides the settings: field -> (its value when absent, its check)
 RECORD_FIELDS = {
     "label_names": (None, _label_names),
@@ -245,6 +280,7 @@ RECORD_FIELDS = {
     "attempts": ([], _attempts),  # runs from before it was recorded have none
     "imported": (None, _imported),  # runs peftviz trained have none
     "repeat_of": (None, _repeat_of),  # only on a run forced beside an existing one of its key and seed
+    "recorded": (None, _recorded),  # only on a run another training loop recorded
 }
 
 
@@ -391,29 +427,27 @@ def read_predictions(path: Path, n_classes: int) -> tuple[np.ndarray, np.ndarray
             probs, labels = npz["probs"], npz["labels"]
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
         raise Corrupt(file, f"the file cannot be read ({str(err)[:60]})") from None
-    if not np.isfinite(probs).all():
-        raise Corrupt(
-            file, f"probs must be probabilities in [0, 1]; {np.count_nonzero(~np.isfinite(probs))} are NaN or inf"
-        )
-    if (probs < 0).any() or (probs > 1).any():
-        raise Corrupt(
-            file, f"probs must be probabilities in [0, 1]; found values from {probs.min():.4g} to {probs.max():.4g}"
-        )
-    _check_rows_sum_to_one(file, probs)
-    if len(labels) and (labels.min() < 0 or labels.max() >= n_classes):
-        raise Corrupt(file, f"labels must be class ids 0..{n_classes - 1}")
+    problem = predictions_problem(probs, labels, n_classes)
+    if problem:
+        raise Corrupt(file, problem)
     return probs, labels
 
 
-def _check_rows_sum_to_one(file: str, probs: np.ndarray) -> None:
-    """Each row of probs is one example's distribution over the classes; Corrupt names the worst row."""
-    if not len(probs):
-        return
+def predictions_problem(probs: np.ndarray, labels: np.ndarray, n_classes: int) -> str | None:
+    """What is wrong with the values of probs (N, C) and labels (N,), shapes already checked, in one line;
+    None when nothing is: probabilities in [0, 1] whose rows sum to 1, labels class ids 0..C-1."""
+    if not np.isfinite(probs).all():
+        return f"probs must be probabilities in [0, 1]; {np.count_nonzero(~np.isfinite(probs))} are NaN or inf"
+    if (probs < 0).any() or (probs > 1).any():
+        return f"probs must be probabilities in [0, 1]; found values from {probs.min():.4g} to {probs.max():.4g}"
     off_by = np.abs(probs.sum(axis=1, dtype=np.float64) - 1.0)  # (N,)
     if (off_by > ROW_SUM_TOLERANCE).any():
         worst = int(np.argmax(off_by))
-        raise Corrupt(file, f"each row of probs must sum to 1; {int((off_by > ROW_SUM_TOLERANCE).sum())} of "
-                      f"{len(probs)} rows do not (row {worst} sums to {probs[worst].sum(dtype=np.float64):.6g})")  # fmt: skip
+        return (f"each row of probs must sum to 1; {int((off_by > ROW_SUM_TOLERANCE).sum())} of {len(probs)} rows do "
+                f"not (row {worst} sums to {probs[worst].sum(dtype=np.float64):.6g})")  # fmt: skip
+    if len(labels) and (labels.min() < 0 or labels.max() >= n_classes):
+        return f"labels must be class ids 0..{n_classes - 1}; found {int(labels.min())} to {int(labels.max())}"
+    return None
 
 
 ESTIMATE_MEMBER = re.compile(r"^(value|draws)__([a-z][a-z0-9_]{0,63})$")

@@ -164,7 +164,12 @@ class RunWriter:
     def add_attempt(self, attempt: dict) -> None:
         """A resumed run says so: config.json gains the attempt (engine, node, the epoch it continues from)."""
         record = schema.read_json(self.path / "config.json", "config.json", schema.JSON_LIMITS["config.json"])
-        _write_json(self.path / "config.json", {**record, "attempts": [*record.get("attempts", []), attempt]})
+        self.update_config({"attempts": [*record.get("attempts", []), attempt]})
+
+    def update_config(self, changes: dict) -> None:
+        """config.json with `changes` (settings or record fields) written over it, atomically."""
+        record = schema.read_json(self.path / "config.json", "config.json", schema.JSON_LIMITS["config.json"])
+        _write_json(self.path / "config.json", {**record, **changes})
 
     def write_epoch(self, record: dict, probs: np.ndarray, labels: np.ndarray) -> None:
         """Predictions first, then the metrics line: a listed epoch always has its predictions."""
@@ -218,6 +223,9 @@ class FollowerWriter(RunWriter):
     takes_lock = False
 
     def add_attempt(self, attempt: dict) -> None:
+        pass
+
+    def update_config(self, changes: dict) -> None:
         pass
 
     def _write_metrics(self) -> None:

@@ -93,7 +93,7 @@ def retried(item: Planned, runs_dir: Path, since: str) -> Planned:
     stopped = [
         run
         for run in list_runs(runs_dir)
-        if run.config is not None
+        if run.trained_here
         and run.status == "incomplete"
         and run.created >= since
         and sweep_key(item.config) in stored_keys(run.config)

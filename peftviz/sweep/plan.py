@@ -71,7 +71,7 @@ def plan(configs: list[TrainConfig], runs_dir: Path, force: bool = False) -> lis
     """What the sweep does with each configuration, given the store (see the module docstring)."""
     found: dict[tuple[str, int], list[Run]] = {}
     for run in list_runs(runs_dir):
-        for key in stored_keys(run.config) if run.config is not None and not run.imported else ():
+        for key in stored_keys(run.config) if run.trained_here else ():
             found.setdefault(key, []).append(run)
     return [
         _planned(config, sorted(found.get(sweep_key(config), []), key=original_first), force,

@@ -110,7 +110,7 @@ def _not_a_start(start: StartFrom, method: str) -> str:
 
 def _may_start(run: Run, method: str) -> bool:
     """A complete run of `method`, with what its method's start declaration requires."""
-    if run.status != "complete" or run.config is None or run.config.method != method:
+    if run.status != "complete" or not run.has_params or run.config.method != method:
         return False
     start = run.config.method_class.starts_from
     return start is not None and _matches(run.config, start.requires)

@@ -45,8 +45,9 @@ def test_the_mixed_store_holds_what_a_newcomers_store_holds(groups):
     sizes = {label: len(group.runs) for label, group in groups.items()}
     assert sizes["prefix-propagation"] == 3 and sizes["lora"] == 2 and sizes["fine-tuning"] == 1
     assert groups["lora (imported)"].runs[0].imported
+    assert sizes["my-adapter"] == 2 and groups["trainer lora"].runs[0].recorded["by"] == "transformers-trainer"
     runs = [run for group in groups.values() for run in group.runs]
-    assert len({run.config.dataset for run in runs}) == len({run.config.model for run in runs}) == 2
+    assert len({run.config.dataset for run in runs}) == len({run.config.model for run in runs}) == 3
 
 
 # ---------------------------------------------------------------- item 1: a single run beside groups of seeds
@@ -105,7 +106,7 @@ def test_the_calibration_page_shows_a_single_run_beside_groups_of_two_and_three_
 
 def test_every_view_of_the_calibration_page_renders_on_the_mixed_store(calibration, groups):
     page = calibration
-    same_split = [label for label in groups if not label.startswith("csv ")]
+    same_split = [label for label, group in groups.items() if group.runs[0].config.dataset == "bbc-news"]
     choose_groups(page, groups, same_split)
     assert not page.exception and not page.error
     assert len(table(page, "unit")) == len(same_split) == 8
@@ -130,6 +131,13 @@ def test_every_view_of_the_calibration_page_renders_on_the_mixed_store(calibrati
     assert len(charts_by_kind(page)["classwise"]) == 6
 
 
+def test_runs_recorded_by_other_loops_compare_with_each_other(calibration, groups):
+    """The Trainer's LoRA (one run) beside a loop's own method at two seeds, on the same "tokens" examples."""
+    choose_groups(calibration, groups, ["trainer lora", "my-adapter"])
+    assert not calibration.exception and not calibration.error
+    assert list(table(calibration, "unit")["unit"]) == ["trainer lora", "my-adapter"]
+
+
 def test_groups_on_different_data_are_drawn_and_not_compared_in_one_line(calibration, groups):
     choose_groups(calibration, groups, ["csv prefix-propagation", "prefix-propagation"])
     assert not calibration.exception
@@ -152,8 +160,8 @@ def test_home_lists_every_run_and_the_groups_with_their_test_intervals(app_mixed
     page = open_page("0_home.py")
     assert not page.exception and not page.error
     runs_table, groups_table = page.dataframe[0].value, page.dataframe[1].value
-    assert len(runs_table) == len(list_runs(app_mixed_store)) == 13
-    assert len(groups_table) == len(groups) == 10
+    assert len(runs_table) == len(list_runs(app_mixed_store)) == 16
+    assert len(groups_table) == len(groups) == 12
     seeds = dict(zip(groups_table["method"] + " · " + groups_table["dataset"].str[-8:], groups_table["seeds"]))
     assert seeds["prefix-propagation · bbc-news"] == "0,1,2" and seeds["lora · bbc-news"] == "0,1"
     assert seeds["lora (imported) · bbc-news"] == "one run: seed 0"

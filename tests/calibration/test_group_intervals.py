@@ -118,7 +118,7 @@ def test_every_recalibration_value_lies_inside_its_interval(mixed_store):
         for row in table.itertuples():
             assert_inside(row.metric, row.value, row.low, row.high, f"{run.name} {row.map}")
             checked += 1
-    assert checked == 13 * 4 * len(estimators.ESTIMATORS)
+    assert checked == 16 * 4 * len(estimators.ESTIMATORS)
 
 
 def test_the_interval_is_the_percentile_interval_widened_only_to_hold_its_value():

@@ -9,6 +9,9 @@ split and two epochs: the weights do not matter, only the store's shape (`mixed_
                                     imported back (a single run, "lora (imported)")
     a CSV of 3 classes, tiny-roberta  prefix-propagation and BitFit at seed 0 (single runs), trained
                                     first, so the store's newest run is of the first split
+    "tokens", a tiny BERT from config  recorded from other loops, before everything else: a LoRA trained by
+                                    transformers' Trainer (PeftvizCallback, "trainer lora", 3 epochs) and a
+                                    loop's own method at seeds 0, 1 (peftviz.record, "my-adapter", 2 epochs)
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def build(store: Path, scratch: Path) -> Path:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny models: one thread is faster than two contending ones
     try:
+        record_other_loops(store, scratch)
         sizes = {"limit": LIMIT, "max_length": MAX_LENGTH, "epochs": EPOCHS}
         other = {**sizes, "model": "tiny-roberta", "dataset": str(write_csv(scratch / "topics.csv"))}
         trained([preset_config("smoke", method, **other) for method in ("prefix-propagation", "bitfit")], store)
@@ -65,3 +69,25 @@ def build(store: Path, scratch: Path) -> Path:
     finally:
         torch.set_num_threads(threads)
     return store
+
+
+def record_other_loops(store: Path, scratch: Path) -> None:
+    """The runs of "tokens" (see the module docstring): one validation and one test split for all three."""
+    import numpy as np
+
+    from peftviz.integrations.transformers import PeftvizCallback
+    from peftviz.record import open_run
+    from tests.support.tiny_trainer import LABEL_NAMES, MODEL_NAME, tiny_trainer, token_split
+
+    validation, test = token_split(30, seed=2), token_split(30, seed=3)
+    callback = PeftvizCallback("trainer lora", dataset="tokens", runs_dir=store)
+    tiny_trainer(scratch / "trainer", [callback], {"validation": validation, "test": test}).train()
+    labels = {"validation": np.array(validation["labels"]), "test": np.array(test["labels"])}
+    for seed in (0, 1):
+        rng = np.random.default_rng(seed)
+        logits = {split: rng.normal(size=(30, 3)) + 2 * np.eye(3)[y] for split, y in labels.items()}  # (30, 3)
+        with open_run("my-adapter", method="my-adapter", model=MODEL_NAME, dataset="tokens", label_names=LABEL_NAMES,
+                      settings={"seed": seed}, runs_dir=store) as run:  # fmt: skip
+            for epoch in (1, 2):
+                run.add_epoch(labels["validation"], logits=logits["validation"] * epoch, test_labels=labels["test"],
+                              test_logits=logits["test"] * epoch)  # fmt: skip

@@ -1,0 +1,1 @@
+"""Recording runs trained elsewhere: `transformers` (the Trainer callback) and `trackers` (TensorBoard, MLflow)."""
