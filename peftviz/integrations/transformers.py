@@ -40,6 +40,7 @@ from peftviz.integrations import trackers
 from peftviz.methods import EXTERNAL_PREFIX, backbone_method
 from peftviz.record import Recorder, RecordError, open_run
 from peftviz.store.runs import Run
+from peftviz.store.schema import RECORDED_SETTING_CHARS
 
 __all__ = ["PeftvizCallback"]
 
@@ -76,9 +77,8 @@ class PeftvizCallback(TrainerCallback):
         self._batches: list[tuple[torch.Tensor, torch.Tensor]] = []  # this process's eval batches: (b, C), (b,)
         self._hook = None
         self._recorded_step: int | None = None  # the Trainer's step at the last recorded evaluation
-        self._pending_test: tuple[int, tuple] | None = (
-            None  # (step, (labels, logits)): test evaluated before validation
-        )
+        # (step, (labels, logits)) of a test split evaluated before its validation split (a dict's order)
+        self._pending_test: tuple[int, tuple] | None = None
 
     # ------------------------------------------------------------------ the Trainer's events
 
@@ -234,7 +234,8 @@ def _plain(value) -> bool:
     """A setting the store keeps as given: a finite number, short text, true/false or null."""
     if isinstance(value, float):
         return math.isfinite(value)
-    return value is None or isinstance(value, (int, bool)) or (isinstance(value, str) and len(value) <= 200)
+    short = isinstance(value, str) and len(value) <= RECORDED_SETTING_CHARS
+    return value is None or isinstance(value, (int, bool)) or short
 
 
 def _base_model_name(model) -> str:
