@@ -5,8 +5,8 @@
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/callback_cost.py --callback --report-to tensorboard
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/callback_cost.py --callback --profile /tmp/callback.prof
 
-The settings of `examples/hf_trainer.py` on small data: MiniLM (the shipped copy) with peft's LoRA, r = 8
-on query and value, bbc-news at --limit examples per split and --max-length tokens, --epochs epochs, an
+The settings of `examples/hf_trainer.py` on small data, its own data and model code (`tokenized`,
+`lora_model`): MiniLM (the shipped copy) with peft's LoRA, r = 8 on query and value, bbc-news at --limit examples per split and --max-length tokens, --epochs epochs, an
 evaluation of validation and test after each. Time the two variants as whole processes, alternated
 A B A B ..., and take the ratio pair by pair (docs/costs.md, "The Trainer callback"): the process is what a
 user waits for, and pairing cancels a shared machine's drift.
@@ -23,24 +23,17 @@ from __future__ import annotations
 import argparse
 import cProfile
 import functools
+import importlib.util
 import json
 import pstats
 import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import torch
-from peft import LoraConfig, get_peft_model
-from transformers import (
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    DataCollatorWithPadding,
-    Trainer,
-    TrainingArguments,
-    set_seed,
-)
+from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
 
-from peftviz.data.loading import load_data
 from peftviz.integrations.transformers import PeftvizCallback
 from peftviz.paths import minilm_path
 
@@ -72,24 +65,27 @@ def timed(method):
     return wrapper
 
 
+def example():
+    """examples/hf_trainer.py as a module: its data and model are what this benchmark trains."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "hf_trainer.py"
+    spec = importlib.util.spec_from_file_location("hf_trainer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def trainer_for(args: argparse.Namespace, folder: str) -> Trainer:
     """The example's Trainer: MiniLM + LoRA r=8 on query and value, bbc-news, evaluated each epoch."""
+    hf_trainer = example()
     set_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
-    data = load_data("bbc-news", limit=args.limit)
-    splits = data.splits.map(lambda batch: tokenizer(batch["text"], truncation=True, max_length=args.max_length),
-                             batched=True, remove_columns=["text"])  # fmt: skip
-    names = data.label_names
-    model = AutoModelForSequenceClassification.from_pretrained(minilm_path(), num_labels=len(names),
-                                                               id2label=dict(enumerate(names)),
-                                                               label2id={name: i for i, name in enumerate(names)})  # fmt: skip
-    model = get_peft_model(model, LoraConfig(task_type="SEQ_CLS", r=8, target_modules=["query", "value"]))
+    splits, names = hf_trainer.tokenized(args, tokenizer)
     training = TrainingArguments(output_dir=f"{folder}/out", num_train_epochs=args.epochs, learning_rate=5e-3,
                                  per_device_train_batch_size=16, per_device_eval_batch_size=32, eval_strategy="epoch",
                                  save_strategy="no", logging_steps=5, report_to=args.report_to, seed=0,
                                  disable_tqdm=True)  # fmt: skip
     callbacks = [PeftvizCallback(dataset="bbc-news", runs_dir=f"{folder}/runs")] if args.callback else []
-    return Trainer(model=model, args=training, train_dataset=splits["train"],
+    return Trainer(model=hf_trainer.lora_model(names), args=training, train_dataset=splits["train"],
                    eval_dataset={"validation": splits["validation"], "test": splits["test"]},
                    data_collator=DataCollatorWithPadding(tokenizer), callbacks=callbacks)  # fmt: skip
 
