@@ -47,7 +47,9 @@ def prefix_rows_view(run, text: str, layer: int, head: int) -> tuple:
 
 # runs with prefix keys first: they are what this page is about; it opens on the newest of them. Recorded
 # runs (trained by another loop) hold no parameters to rebuild the model from
-rebuildable = [run for run in appkit.runs(usable_only=True) if run.has_params]
+usable = appkit.runs(usable_only=True)
+rebuildable = [run for run in usable if run.has_params]
+appkit.recorded_left_out(usable)
 by_prefix_first = sorted(rebuildable, key=lambda run: not run.method_class.prefix_keys)
 newest = max(by_prefix_first, key=lambda run: (bool(run.method_class.prefix_keys), run.created), default=None)
 run = appkit.pick_run("Run", by_prefix_first, key="attention_run", default=newest)

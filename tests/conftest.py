@@ -92,6 +92,17 @@ def app_seeds_store(seeds_store, monkeypatch):
 
 
 @pytest.fixture(scope="session")
+def recorded_store(tmp_path_factory):
+    """Only runs other loops trained and recorded (`tests.support.mixed_store.record_other_loops`): a Trainer's
+    LoRA and a loop's own method at seeds 0, 1, on the same "tokens" examples (a few seconds)."""
+    from tests.support.mixed_store import record_other_loops
+
+    store = tmp_path_factory.mktemp("recorded_store")
+    record_other_loops(store, tmp_path_factory.mktemp("recorded_scratch"))
+    return store
+
+
+@pytest.fixture(scope="session")
 def mixed_store(tmp_path_factory):
     """Single runs, groups of 2 and 3 seeds, an imported run, two datasets and two models (`tests.support.mixed_store`;
     about 15 s). Read-only for tests: copy it before changing it."""

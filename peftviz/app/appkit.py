@@ -26,8 +26,8 @@ from peftviz.figures.export import IMAGE_FORMATS, figure_table, file_stem, toolb
 from peftviz.paths import store_dir
 from peftviz.store.runs import Group, Run, list_runs, refreshed, run_signature, store_signature
 
-__all__ = ["chart", "document_attention", "lambda_rows", "options_form", "page", "per_run", "pick_run",
-           "runs", "shared", "show_error", "side_by_side", "trained_model"]  # fmt: skip
+__all__ = ["chart", "document_attention", "lambda_rows", "not_applicable", "options_form", "page", "per_run", "pick_run",
+           "recorded_left_out", "runs", "shared", "show_error", "side_by_side", "trained_model"]  # fmt: skip
 
 # Streamlit collects garbage over the whole heap after every script run (`runner.postScriptGC`), a
 # fragment's too: with torch, transformers, pandas and plotly loaded that is ~500,000 objects, 0.25 s
@@ -234,10 +234,20 @@ def pick_run(label: str, candidates: list[Run], key: str, help: str | None = Non
 
 
 def not_applicable(runs: list[Run], applies: Callable[[Run], bool], why: str) -> None:
-    """One sentence naming the methods of the store a page leaves out, and why, instead of hiding them silently."""
-    left_out = sorted({run.config.method for run in runs if not applies(run)})
+    """One sentence naming the methods of the store a page leaves out, and why, instead of hiding them silently;
+    runs recorded from other loops, which no page that rebuilds a model can show, get their own (`recorded_left_out`)."""
+    left_out = sorted({run.config.method for run in runs if run.has_params and not applies(run)})
     if left_out:
         st.caption(f"Not shown: {', '.join(left_out)}. {sentence_start(why)}.")
+    recorded_left_out(runs)
+
+
+def recorded_left_out(runs: list[Run]) -> None:
+    """One sentence naming the runs recorded from other training loops that a page rebuilding a model leaves out."""
+    recorded = sorted({run.label for run in runs if run.recorded})
+    if recorded:
+        st.caption(f"Not shown: {', '.join(recorded)}, recorded from other training loops. They hold predictions, "
+                   "not the parameters this page rebuilds a model from; the Calibration page shows them.")  # fmt: skip
 
 
 def sentence_start(text: str) -> str:

@@ -1,7 +1,9 @@
 """Every page and every Tour step in a real browser (headless Chromium at 1280×720) on the stores a newcomer
 ends up with: the store the newcomer's path of issue 32 leaves (`newcomer_store`: the Train page with a
 double click, `compare --seeds 2`, export and import, `report`) and the mixed store (`mixed_store`: single
-runs beside groups of 2 and 3 seeds, an imported run, two datasets, two models). No page shows an exception
+runs beside groups of 2 and 3 seeds, an imported run, two datasets, two models, runs recorded from other loops)
+and a store of recorded runs only (`recorded_store`: a Trainer's LoRA beside a loop's own method at two seeds,
+no parameters: the pages that rebuild a model have nothing to offer and say so). No page shows an exception
 or an error box, each draws at least the charts its store gives it, and the figure audit
 (tests/support/figure_audit.py, every check, the CSVs included) finds nothing. The Calibration page is opened in
 both of its views: its default "groups of seeds" view selects a single run beside groups of seeds on both
@@ -21,10 +23,15 @@ SIZE = (1280, 720)  # a projector
 CHARTS = {
     "newcomer_store": {"": 0, "Train": 0, "Calibration": 4, "Attention": 1, "Kernel": 0, "Tiny_attention_heads": 0},
     "mixed_store": {"": 0, "Train": 0, "Calibration": 4, "Attention": 1, "Kernel": 2, "Tiny_attention_heads": 3},
+    "recorded_store": {"": 0, "Train": 0, "Calibration": 4, "Attention": 0, "Kernel": 0, "Tiny_attention_heads": 0},
 }
 # store -> each Tour step's figures: the newcomer's store has no tiny-attention run for step 5 (head averaging)
-TOUR_FIGURES = {"newcomer_store": [1, 1, 1, 1, 0], "mixed_store": [1, 1, 1, 1, 1]}
-SINGLE_RUNS = {"newcomer_store": 3, "mixed_store": 6}  # the Calibration page's reliability diagrams, one a run
+TOUR_FIGURES = {"newcomer_store": [1, 1, 1, 1, 0], "mixed_store": [1, 1, 1, 1, 1], "recorded_store": [0, 0, 0, 0, 0]}
+SINGLE_RUNS = {
+    "newcomer_store": 3,
+    "mixed_store": 6,
+    "recorded_store": 3,
+}  # the Calibration page's reliability diagrams, one a run
 # the Tour step's script has finished, with its heading, and either its figure laid out or its "no run" note
 TOUR_SETTLED = f"""([number]) => document.querySelector('[data-test-script-state]')?.dataset.testScriptState
     === 'notRunning' && document.querySelector('[data-testid="stHeading"] h1')?.textContent.startsWith(number + ' / ')
