@@ -1,7 +1,8 @@
 """An evaluation's calibration where the user already looks: TensorBoard and MLflow.
 
-    calibration_summary(probs, labels)   ECE (10 equal-width bins), smooth ECE, Brier and NLL: the
-                                         registry's estimators (`calibration.estimators`), as the pages show them
+    calibration_summary(line, probs, labels)  ECE, Brier and NLL as the epoch's metrics line holds them (the run's
+                                         ece_bins equal-width bins), and smooth ECE: the registry's estimators
+                                         (`calibration.estimators`), as the pages show them
     reliability_figure(probs, labels)    relplot's smooth reliability diagram of the top-label confidence,
                                          with its binned ECE in the title (matplotlib)
     log_tensorboard(...), log_mlflow(...)  the four numbers as scalars under "peftviz/", and the figure
@@ -22,14 +23,15 @@ from peftviz.errors import ConfigError
 
 SUMMARY = ("ece", "smooth_ece", "brier", "nll")
 TAG = "peftviz"
-ECE_BINS = 10
 # the Trainer refuses a missing tracker when it is built; this line is for a package that fails to import later
 MISSING = "the Trainer reports to {tracker}, but its package does not import: pip install {package}"
 
 
-def calibration_summary(probs: np.ndarray, labels: np.ndarray, n_bins: int = ECE_BINS) -> dict[str, float]:
-    """{ece, smooth_ece, brier, nll} of probs (N, C) against labels (N,)."""
-    return point_estimates(probs, labels, n_bins, "width", metrics=list(SUMMARY))
+def calibration_summary(line: dict, probs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """{ece, smooth_ece, brier, nll} of an epoch: its metrics line's numbers (computed once, when it was recorded),
+    and the smooth ECE of probs (N, C) against labels (N,), which a metrics line does not hold."""
+    smooth = point_estimates(probs, labels, metrics=["smooth_ece"])["smooth_ece"]
+    return {name: smooth if name == "smooth_ece" else line[name] for name in SUMMARY}
 
 
 def reliability_figure(probs: np.ndarray, labels: np.ndarray, title: str):

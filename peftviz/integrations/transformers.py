@@ -153,8 +153,9 @@ class PeftvizCallback(TrainerCallback):
     # ------------------------------------------------------------------ what the run records
 
     def _run_settings(self, args, state, model, train_dataloader) -> dict:
-        method, options, extra = self._method(model)
-        base = self.model or _base_model_name(model)
+        adapter = _adapter_config(model)  # None for a plain model
+        method, options, extra = self._method(adapter)
+        base = self.model or _base_model_name(model, adapter)
         return {
             "name": self.name or method,
             "method": method,
@@ -170,11 +171,10 @@ class PeftvizCallback(TrainerCallback):
             "by": "transformers-trainer",
         }
 
-    def _method(self, model) -> tuple[str, dict, dict]:
-        """(method, its options, settings it leaves over) from the model unless given."""
+    def _method(self, config: dict | None) -> tuple[str, dict, dict]:
+        """(method, its options, settings it leaves over) from the model's adapter `config` unless given."""
         if self.method is not None:
             return self.method, dict(self.options or {}), {}
-        config = _adapter_config(model)
         if config is None:  # a plain model: every weight trained
             return backbone_method().name, {}, {}
         from peftviz.exchange.imports import adapter_method
@@ -191,7 +191,7 @@ class PeftvizCallback(TrainerCallback):
         report_to = set(args.report_to or [])
         if not report_to & {"tensorboard", "mlflow"}:
             return
-        summary = trackers.calibration_summary(probs, labels)
+        summary = trackers.calibration_summary(line, probs, labels)
         figure = trackers.reliability_figure(probs, labels, f"evaluation {line['epoch']}, ECE {summary['ece']:.3f}")
         if "tensorboard" in report_to:
             trackers.log_tensorboard(_tensorboard_dir(args), summary, figure, state.global_step)
@@ -238,9 +238,10 @@ def _plain(value) -> bool:
     return value is None or isinstance(value, (int, bool)) or short
 
 
-def _base_model_name(model) -> str:
-    config = _adapter_config(model)
-    name = (config or {}).get("base_model_name_or_path") or getattr(getattr(model, "config", None), "_name_or_path", "")
+def _base_model_name(model, adapter: dict | None) -> str:
+    name = (adapter or {}).get("base_model_name_or_path") or getattr(
+        getattr(model, "config", None), "_name_or_path", ""
+    )
     return str(name or "unnamed")
 
 
@@ -263,7 +264,7 @@ def _parameter_counts(model) -> dict[str, int]:
 def _argument_settings(args, state) -> dict:
     """TrainingArguments as peftviz's settings where it has them, the loop's own names for the rest."""
     processes = _processes(args)
-    schedule = str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
+    schedule = _option_value(args.lr_scheduler_type)
     settings = {
         "learning_rate": float(args.learning_rate),
         "weight_decay": float(args.weight_decay),
@@ -274,7 +275,7 @@ def _argument_settings(args, state) -> dict:
         "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
         "epochs": _planned_evaluations(args, state),
         "warmup_ratio": _warmup_ratio(args, state),
-        "eval_strategy": str(getattr(args.eval_strategy, "value", args.eval_strategy)),
+        "eval_strategy": _option_value(args.eval_strategy),
         "num_train_epochs": float(args.num_train_epochs),
     }
     if schedule in ("linear", "cosine"):
@@ -293,13 +294,18 @@ def _warmup_ratio(args, state) -> float:
     return min(steps / state.max_steps, 0.999) if state.max_steps else 0.0
 
 
+def _option_value(option) -> str:
+    """A TrainingArguments choice as its name: the enum's value ("epoch", "cosine"), or the string given."""
+    return str(getattr(option, "value", option))
+
+
 def _processes(args) -> int:
     return max(int(args.world_size or 1), 1)
 
 
 def _planned_evaluations(args, state) -> int:
     """How many evaluations the Trainer will run: one per epoch, or one per eval_steps of its max_steps."""
-    strategy = str(getattr(args.eval_strategy, "value", args.eval_strategy))
+    strategy = _option_value(args.eval_strategy)
     if strategy == "steps" and state.max_steps:
         steps = args.eval_steps if args.eval_steps >= 1 else math.ceil(args.eval_steps * state.max_steps)
         return max(1, int(state.max_steps // max(int(steps), 1)))

@@ -9,16 +9,15 @@ import sys
 import numpy as np
 import pytest
 import relplot
-import torch
 from datasets import Dataset
-from peft import LoraConfig, get_peft_model
 from PIL import Image
-from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+from transformers import Trainer
 
 from peftviz.errors import ConfigError
 from peftviz.integrations import trackers
 from peftviz.integrations.transformers import PeftvizCallback
 from peftviz.store.runs import list_runs
+from tests.support.tiny_trainer import tiny_trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -45,22 +44,12 @@ def datasets() -> tuple[Dataset, Dataset, Dataset]:
 
 
 def trainer_for(tmp_path, report_to) -> Trainer:
-    """A tiny BERT from config with a peft LoRA, the callback recording into tmp_path/runs."""
-    torch.manual_seed(0)
-    labels = {0: "a", 1: "b", 2: "c"}
-    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, num_labels=3, id2label=labels,
-                        label2id={name: index for index, name in labels.items()})  # fmt: skip
-    model = get_peft_model(
-        BertForSequenceClassification(config), LoraConfig(task_type="SEQ_CLS", r=4, target_modules=["query", "value"])
-    )
+    """The support's tiny BERT with a peft LoRA (`tiny_trainer`), on the splits above at a rate of 0.3, the callback
+    recording into tmp_path/runs."""
     train, validation, test = datasets()
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), num_train_epochs=3, eval_strategy="epoch",
-                             per_device_train_batch_size=8, per_device_eval_batch_size=7, learning_rate=0.3,
-                             report_to=report_to, save_strategy="no", logging_steps=4, use_cpu=True,
-                             disable_tqdm=True)  # fmt: skip
-    return Trainer(model=model, args=args, train_dataset=train, eval_dataset={"validation": validation, "test": test},
-                   callbacks=[PeftvizCallback(dataset="synthetic", runs_dir=tmp_path / "runs")])  # fmt: skip
+    callback = PeftvizCallback(dataset="synthetic", runs_dir=tmp_path / "runs")
+    return tiny_trainer(tmp_path / "out", [callback], {"validation": validation, "test": test}, train_dataset=train,
+                        learning_rate=0.3, report_to=report_to, logging_steps=4, disable_tqdm=True)  # fmt: skip
 
 
 def trained_run(tmp_path, report_to):

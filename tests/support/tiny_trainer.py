@@ -40,12 +40,12 @@ def token_split(n: int, seed: int, labelled: bool = True) -> Dataset:
     return Dataset.from_dict(columns)
 
 
-def tiny_trainer(output_dir, callbacks: list, eval_dataset, model=None, **arguments) -> Trainer:
-    """A Trainer on 64 training examples, batch 8 (8 steps an epoch), 3 epochs and an evaluation each unless
-    `arguments` say otherwise; no checkpoints, no trackers unless report_to is given."""
+def tiny_trainer(output_dir, callbacks: list, eval_dataset, model=None, train_dataset=None, **arguments) -> Trainer:
+    """A Trainer on 64 training examples (`token_split` unless given), batch 8 (8 steps an epoch), 3 epochs and an
+    evaluation each unless `arguments` say otherwise; no checkpoints, no trackers unless report_to is given."""
     settings = {"num_train_epochs": 3, "eval_strategy": "epoch", "per_device_train_batch_size": 8,
                 "per_device_eval_batch_size": 7, "learning_rate": 1e-2, "report_to": "none", "save_strategy": "no",
                 "use_cpu": True, "seed": 0} | arguments  # fmt: skip
     args = TrainingArguments(output_dir=str(output_dir), **settings)
-    return Trainer(model=model or tiny_bert(), args=args, train_dataset=token_split(64, seed=1),
+    return Trainer(model=model or tiny_bert(), args=args, train_dataset=train_dataset or token_split(64, seed=1),
                    eval_dataset=eval_dataset, callbacks=callbacks)  # fmt: skip
