@@ -45,7 +45,12 @@ GROUP_COLUMN_CONFIG = {
     "test ECE": st.column_config.TextColumn(width=150),
 }  # fmt: skip
 # the quick comparison's method sets (`compare --methods`), as the radio names them
-SET_LABELS = {"paper": "the papers' methods", "all": "every method", "peft": "those built on Hugging Face peft"}
+SET_LABELS = {
+    "paper": "the papers' methods",
+    "all": "every method",
+    "peft": "those built on Hugging Face peft",
+    "long-documents": "the long-document table's four",
+}
 
 
 def status_note(runs) -> str:

@@ -16,7 +16,7 @@ from peftviz.methods.peft_tuner import tuner_types
 from peftviz.modeling.backbones import check_model
 from peftviz.paths import uploads_dir
 from peftviz.sweep.variants import check_start, starting_runs
-from peftviz.training.config import PRESETS, TrainConfig, over_seeds, preset_config
+from peftviz.training.config import PRESET_DATASET_SETTINGS, PRESETS, TrainConfig, over_seeds, preset_config
 from peftviz.training.engine import check_machine
 
 SETTINGS = ("epochs", "learning_rate", "max_length", "batch_size", "limit", "seed", "schedule", "pooling", "precision",
@@ -86,14 +86,16 @@ with left:
     model = st.text_input("Model", PRESETS[preset]["model"], help=TrainConfig.help()["model"])
 
 try:
-    defaults = preset_config(preset, method)
-except PeftvizError as err:  # a peft type whose own defaults peft refuses (X-LoRA's sizes are a causal LM's)
+    defaults = preset_config(preset, method, **({"dataset": dataset} if dataset else {}))  # a dataset's own epochs
+except PeftvizError as err:  # a peft type whose defaults peft refuses (X-LoRA's are a causal LM's), a bad path
     appkit.show_error(err)
     jobpanel.job_panel()
     st.stop()
 with right:
     with st.expander("Training settings", expanded=True):
-        settings = appkit.options_form(TrainConfig, defaults.to_dict(), key=f"train.{preset}.{method}", only=SETTINGS,
+        # a preset with settings of its own per dataset (paper-long: 20 epochs on hyperpartisan) refills the form
+        form = f"train.{preset}.{method}" + (f".{dataset}" if preset in PRESET_DATASET_SETTINGS else "")
+        settings = appkit.options_form(TrainConfig, defaults.to_dict(), key=form, only=SETTINGS,
                                        labels=LABELS)  # fmt: skip
         n_seeds = int(st.number_input(
             "Number of seeds", 1, 10, 1, help="Train once per training seed, counting up from the first training seed "

@@ -1,8 +1,10 @@
-"""Command line: python -m peftviz {train, compare, alpha-grid, runs, report, import, export}.
+"""Command line: python -m peftviz {train, compare, alpha-grid, probe, runs, report, import, export}.
 
     python -m peftviz train --method prefix-propagation --dataset bbc-news --preset quick
     python -m peftviz compare --preset quick [--methods all]
     python -m peftviz alpha-grid --preset quick
+    python -m peftviz compare --preset paper-long --seeds 3 --plan   # every run, its steps and hours; trains nothing
+    python -m peftviz probe --lengths 512,1024,4096 --batch-size 8   # each method's step times on this device
     python -m peftviz runs
     python -m peftviz report --metric ece   # ECE of each run or group, its interval, the significant differences
     python -m peftviz import ./my-lora-adapter --dataset bbc-news   # a peft adapter or HF classifier, evaluated
@@ -45,7 +47,6 @@ from peftviz.training.config import (
     PRESETS,
     TrainConfig,
     alpha_grid,
-    comparison_methods,
     over_seeds,
     parse_seeds,
     preset_config,
@@ -106,6 +107,16 @@ def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
                        help="with --engine ray (default: 1 where the cluster has GPUs, else 0)")  # fmt: skip
     sweep.add_argument("--retries", type=int, default=3, metavar="N",
                        help="with --engine ray: tries again when a run's worker process dies (default: 3)")  # fmt: skip
+    sweep.add_argument("--plan", action="store_true",
+                       help="train nothing: list every run (dataset, method, seed, learning rate), its optimizer steps "
+                       "and its estimated hours from a step-time probe on this machine's device, and the totals")  # fmt: skip
+    sweep.add_argument("--probe-steps", type=int, default=None, metavar="N",
+                       help="with --plan: timed steps per method and length (default: 3 on a GPU, 1 on a CPU)")  # fmt: skip
+    sweep.add_argument("--probe-device", default=None, metavar="DEVICE",
+                       help="with --plan: the device the probe times (default: the runs' --device)")  # fmt: skip
+    sweep.add_argument("--step-times", type=Path, default=None, metavar="FILE",
+                       help="with --plan: step times saved by `probe --out` (or benchmarks/gpu.py) on another "
+                       "machine, e.g. a GPU, instead of probing here")  # fmt: skip
     sweep.add_argument("--force", action="store_true",
                        help="train every configuration anew, each marked as a repeat where the store has a run of "
                        "its settings and seed; without it, train, compare and alpha-grid skip a configuration with "
@@ -170,11 +181,36 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--methods", type=_methods_flag, default="paper", metavar="METHODS",
-        help="paper (the papers' methods, default), all (every registered method), peft (those built on Hugging "
-        f"Face peft's layers), or a comma-separated list of: {', '.join(METHODS)}, peft:<TYPE>",
+        "--methods", type=_methods_flag, default=None, metavar="METHODS",
+        help="paper (the papers' methods, the default), all (every registered method), peft (those built on Hugging "
+        "Face peft's layers), long-documents (the four of the paper's long-document table, paper-long's default), "
+        f"or a comma-separated list of: {', '.join(METHODS)}, peft:<TYPE>",
     )  # fmt: skip
-    _add_config_flags(parser)
+    parser.add_argument(
+        "--lr-grid", action="store_true",
+        help="train each method at every learning rate of its paper's search (Appendix B: 5e-4 … 5e-2 for the "
+        "prefix methods, 3e-5 and 5e-5 for the whole encoder); a method without a recorded search keeps its one rate",
+    )  # fmt: skip
+    _add_config_flags(parser)  # its --dataset takes a comma-separated list here (_datasets_flag)
+
+
+def _datasets_flag(text: str) -> list[str]:
+    """`compare --dataset`: one dataset, or a comma-separated list of them, each a name or an existing file or
+    folder (an existing path with a comma in its name is one dataset); one line naming an unknown one."""
+    from peftviz.data.loading import known_names  # loads datasets: only when a comparison is planned
+
+    if "," not in text or Path(text).expanduser().exists():
+        return [text]
+    names = [part.strip() for part in text.split(",")]
+    for name in names:
+        if not name or (name not in known_names() and not Path(name).expanduser().exists()):
+            shown = f"'{name}'" if name else "an empty name"
+            raise ConfigError(
+                f"--dataset {text!r}: {shown} is not a file, a folder, or one of: {', '.join(known_names())}"
+            )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--dataset lists a dataset twice: {text!r}")
+    return names
 
 
 def _add_alpha_grid_arguments(parser: argparse.ArgumentParser) -> None:
@@ -245,7 +281,12 @@ def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"a metric to report; repeat for several (default: {', '.join(DEFAULT_METRICS)})")  # fmt: skip
     parser.add_argument("--epoch", type=int, default=None,
                         help="judge that epoch's validation predictions (default: the best epoch's test predictions)")  # fmt: skip
-    parser.add_argument("--bins", type=int, default=10, help="bins of the binned estimators (default: 10)")
+    parser.add_argument(
+        "--bins",
+        type=int,
+        default=10,
+        help="bins of the binned estimators (default: 10; paper_ece keeps the paper's 10 equal-width bins)",
+    )
     parser.add_argument("--scheme", choices=["width", "mass"], default="width", help="equal-width or equal-mass bins")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
     parser.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
@@ -359,11 +400,17 @@ def _sweep_configs(args: argparse.Namespace) -> list[TrainConfig]:
     overrides = _overrides(args)
     if args.seeds is not None and "seed" in overrides:
         raise ValueError("give either --seed or --seeds, not both")
+    dataset = overrides.get("dataset", "")
     if args.command == "train":
+        if "," in dataset and not Path(dataset).expanduser().exists():
+            raise ConfigError(
+                f"train takes one dataset, not a list ({dataset!r}); compare takes a comma-separated list"
+            )
         overrides["method_options"] = parse_method_options(args.method, args.option)
         configs = [preset_config(args.preset, args.method, **overrides)]
     elif args.command == "compare":
-        configs = comparison_configs(args.preset, comparison_methods(args.methods), **overrides)
+        datasets = _datasets_flag(overrides.pop("dataset")) if dataset else None
+        configs = comparison_configs(args.preset, args.methods, datasets, args.lr_grid, **overrides)
     else:
         configs = alpha_grid(args.preset, tuple(args.alphas) if args.alphas else None, **overrides)
     return over_seeds(configs, args.seeds)
@@ -443,8 +490,89 @@ def methods_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def plan_command(args: argparse.Namespace) -> int:
+    """`--plan` (train, compare, alpha-grid): every run, its steps and estimated hours, and the totals; trains
+    nothing. The step times come from a probe on this machine's device (`peftviz.sweep.cost`)."""
+    if getattr(args, "resume", None):
+        raise ConfigError("--plan lists the runs a command would start; drop --resume")
+    from peftviz.sweep.cost import load_step_times, plan_table, probe_for  # torch loads there
+
+    keep_freed_memory()  # the probe trains a few steps: as fast as a run's
+    configs = _sweep_configs(args)
+    started = time.perf_counter()
+    if args.step_times:
+        times, took = load_step_times(args.step_times), f"read from {args.step_times}"
+    else:
+        times = probe_for(configs, args.probe_device, args.probe_steps)
+        took = f"probe took {time.perf_counter() - started:.0f} s"
+    plan = plan_table(configs, times)
+    print(format_table(plan.rows))
+    print()
+    print(format_table(plan.totals))
+    print(f"\nest. hours: on the probe's device ({times.device}); {took}")
+    print("\n".join(times.describe()))
+    print("nothing trained (--plan)")
+    return 0
+
+
+def _lengths_flag(text: str) -> list[int]:
+    try:
+        lengths = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        lengths = []
+    if not lengths or min(lengths) < 2:
+        raise argparse.ArgumentTypeError(f"--lengths takes token counts >= 2, comma-separated (512,1024), not {text!r}")
+    return lengths
+
+
+def _add_probe_arguments(parser: argparse.ArgumentParser) -> None:
+    from peftviz.sweep.cost import CPU_BATCH, CPU_LENGTHS, GPU_LENGTHS, RECORDED_ARCHITECTURES
+
+    recorded = ", ".join(RECORDED_ARCHITECTURES)
+    on_gpu, on_cpu = (",".join(str(n) for n in lengths) for lengths in (GPU_LENGTHS, CPU_LENGTHS))
+    parser.add_argument("--model", default=next(iter(RECORDED_ARCHITECTURES)),
+                        help=f"encoder (random weights from its config; recorded offline: {recorded}; default: "
+                        "%(default)s)")  # fmt: skip
+    parser.add_argument("--methods", type=_methods_flag, default="paper", metavar="METHODS",
+                        help="paper (default), all, peft, long-documents, or a comma-separated list of methods")  # fmt: skip
+    parser.add_argument("--lengths", type=_lengths_flag, default=None, metavar="T,T,...",
+                        help=f"tokens per document (default: {on_gpu} on a GPU, {on_cpu} on a CPU)")  # fmt: skip
+    parser.add_argument("--batch-size", type=int, default=None, metavar="B",
+                        help=f"default: 8 on a GPU, {CPU_BATCH} on a CPU")  # fmt: skip
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
+    parser.add_argument("--precision", choices=TrainConfig.choices()["precision"], default="auto",
+                        help="as a run trains (auto: bf16 on a GPU that has it, else fp32)")  # fmt: skip
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per method and length (default: 3)")
+    parser.add_argument("--out", type=Path, default=None, metavar="FILE",
+                        help="also save the times as JSON, for `--plan --step-times FILE` on another machine")  # fmt: skip
+
+
+def probe_command(args: argparse.Namespace) -> int:
+    """`probe`: each method's training micro-batch, AdamW step and inference batch timed on this machine."""
+    from peftviz.sweep.cost import CPU_BATCH, CPU_LENGTHS, GPU_LENGTHS, probe
+    from peftviz.training.config import comparison_methods
+    from peftviz.training.engine import check_device
+
+    keep_freed_memory()
+    on_cpu = check_device(args.device).type == "cpu"
+    lengths = args.lengths or (CPU_LENGTHS if on_cpu else GPU_LENGTHS)
+    batch = args.batch_size or (CPU_BATCH if on_cpu else 8)
+    methods = comparison_methods(args.methods)
+    times = probe(args.model, methods, lengths, batch, args.device, args.precision, args.steps)
+    print(format_table(times.rows()))
+    print("\n" + "\n".join(times.describe()))
+    if args.out:
+        from peftviz.sweep.cost import save_step_times
+
+        save_step_times(times, args.out)
+        print(f"saved to {args.out}")
+    return 0
+
+
 def train_command(args: argparse.Namespace) -> int:
     """`train`: continue a run (--resume), train one configuration, or with --seeds, sweep over the seeds."""
+    if args.plan:
+        return plan_command(args)
     if args.resume:
         return resume(args)
     if args.seeds:
@@ -461,6 +589,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     from peftviz.training.engine import is_main_process
     from peftviz.training.progress import TerminalProgress, TerminalSweep
 
+    if args.plan:
+        return plan_command(args)
     keep_freed_memory()
     configs = _sweep_configs(args)
     started = time.perf_counter()
@@ -488,6 +618,8 @@ COMMANDS = {
     "compare": Command("train every method in turn on the same data and split", _add_compare_arguments, sweep_command),
     "alpha-grid": Command("train the kernel form (Li et al. 2023, eq. 3) at each α of the paper's grid",
                           _add_alpha_grid_arguments, sweep_command),
+    "probe": Command("time each method's training step and inference on this machine's device, at each length "
+                     "(what --plan's estimates rest on)", _add_probe_arguments, probe_command),
     "runs": Command("list the run store and its groups of seeds", _add_runs_arguments, runs_command),
     "methods": Command("list the methods, or one method's options with their types, ranges and help",
                        _add_methods_arguments, methods_command),

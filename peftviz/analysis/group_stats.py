@@ -281,7 +281,8 @@ def method_sentence(result: GroupStats) -> str:
     return (
         f"Predictions: {where}. Intervals: {s.level:.0%}, from {s.n_resamples} resamples (seed {s.seed}); "
         f"one run: percentile bootstrap over the examples; several seeds: {groups}. "
-        f"Binned estimators: {s.n_bins} equal-{'width' if s.scheme == 'width' else 'mass'} bins."
+        f"Binned estimators: {s.n_bins} equal-{'width' if s.scheme == 'width' else 'mass'} bins"
+        + (" (paper_ece: the paper's own 10 equal-width bins)." if "paper_ece" in result.metrics else ".")
     )
 
 

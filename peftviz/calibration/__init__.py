@@ -8,6 +8,7 @@
     estimators     every metric, once: one registry (`ESTIMATORS`), point estimates and bootstrap intervals
     stats          resampling, intervals and significance over examples and seeds
     recalibration  maps fitted on validation predictions, applied to test predictions
+    paper_ece      the prefix-propagation paper's ECE (jordyvl/ece's defaults: upper-edge bin confidence)
 
 None of them imports torch. The metrics are handed on here, so ``from peftviz import calibration``
 then ``calibration.ece(probs, labels)`` works; everything else is imported from its module.

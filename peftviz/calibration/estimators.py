@@ -42,6 +42,11 @@ The estimators, by their names in ESTIMATORS
   calibration's equal-mass bins. Own code: no installed library has it.
 * classwise_ece = (1/C) sum_k ECE(p_k, 1[y = k]) (Kull et al. 2019); mce = max_b |acc_b - conf_b|;
   ace = mean of |acc_b - conf_b| over the non-empty bins, unweighted (netcal's ACE, Neumann et al. 2018)
+* paper_ece = sum_b (n_b / N) |acc_b - upper_b|: the ECE the prefix-propagation paper's code computes
+  (``evaluate.load("jordyvl/ece")`` at its defaults, `peftviz.calibration.paper_ece`): probabilities cast to
+  float32, 10 equal-range bins over [0, 1] left-closed, and each bin's upper edge in place of its mean
+  confidence. Always those bins, whatever ``n_bins`` and ``scheme``: it is the number to set beside the
+  paper's. A calibrated model whose confidences spread evenly scores half a bin width (0.05) on it, not 0.
 * nll = -(1/N) sum_i log max(p_i,y_i, 1e-12); brier = (1/N) sum_i sum_k (p_ik - 1[y_i = k])^2
 * CORP Brier decomposition (Dimitriadis, Gneiting & Jordan, PNAS 2021), one-vs-rest per class and
   summed over k (the multiclass Brier score is sum_k BS(p_k) with BS(x) = (1/N) sum_i (x_i - o_ik)^2,
@@ -72,7 +77,7 @@ The registry names every estimator; each entry says how to read it and computes 
 >>> list(ESTIMATORS)[:6]
 ['accuracy', 'macro_f1', 'ece', 'ece_mass', 'debiased_ece', 'smooth_ece']
 >>> len(ESTIMATORS)
-15
+16
 >>> ESTIMATORS["ece"].heading, ESTIMATORS["ece"].lower_is_better
 ('ECE (equal width)', True)
 >>> round(ESTIMATORS["ece"].compute([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.7, 0.3]], [0, 1, 1, 0]), 4)
@@ -91,6 +96,7 @@ import numpy as np
 # imports metrics, which imports this module
 from peftviz.calibration.binning import RowBinTotals, mass_group_sizes, row_bin_totals, row_offsets, row_sums, top_label
 from peftviz.calibration.checks import check_binning, check_inputs, check_probs
+from peftviz.calibration.paper_ece import resampled_paper_ece
 from peftviz.calibration.stats import LEVEL, check_resampling, interval_around, resample_indices
 from peftviz.errors import ConfigError
 
@@ -182,6 +188,10 @@ def _mce(s: _Resamples) -> np.ndarray:
 
 def _ace(s: _Resamples) -> np.ndarray:
     return _mean_of_used(s.bin_totals.abs_gaps(), s.bin_totals.count > 0)  # over each row's non-empty bins
+
+
+def _paper_ece(s: _Resamples) -> np.ndarray:
+    return resampled_paper_ece(s.probs, s.labels, s.indices)  # the paper's settings, not s.n_bins, s.scheme
 
 
 def _folded_normal_mean(mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
@@ -375,6 +385,14 @@ ESTIMATORS: dict[str, Estimator] = _registry(
     Estimator("classwise_ece", "Classwise ECE", _classwise_ece, True, "mean over classes of the one-vs-rest ECE"),
     Estimator("mce", "MCE", _mce, True, "largest |accuracy - confidence| over non-empty bins"),
     Estimator("ace", "ACE", _ace, True, "mean |accuracy - confidence| over non-empty bins, unweighted"),
+    Estimator(
+        "paper_ece",
+        "Paper's ECE (upper edge)",
+        _paper_ece,
+        True,
+        "ECE as Li et al. (2023) computed it (jordyvl/ece defaults): 10 fixed bins, each bin's upper edge as its "
+        "confidence: 0.05 on calibrated, evenly spread confidences",
+    ),
     Estimator("nll", "NLL", _nll, True, "mean negative log-likelihood of the true label"),
     Estimator("brier", "Brier", _brier, True, "mean squared distance to the one-hot label, in [0, 2]"),
     Estimator(

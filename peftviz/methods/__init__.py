@@ -126,6 +126,11 @@ def paper_methods() -> list[str]:
     return [name for name in METHODS if METHODS[name].from_the_papers]
 
 
+def long_document_methods() -> list[str]:
+    """The four methods of the prefix-propagation paper's long-document table: the paper-long preset's comparison."""
+    return [name for name in METHODS if METHODS[name].in_long_document_table]
+
+
 def peft_methods() -> list[str]:
     """The named methods built on Hugging Face peft's layers (`--methods peft`)."""
     return [name for name in METHODS if METHODS[name].peft_based]
@@ -188,5 +193,6 @@ def __getattr__(name: str):  # MethodConfig and PeftMethod load torch: only when
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DEFAULT_METHOD", "METHODS", "MethodConfig", "MethodRegistry", "PeftMethod", "describe_methods", "make_method",
-           "method_class", "option_rows", "paper_methods", "peft_methods", "what_it_is"]  # fmt: skip
+__all__ = ["DEFAULT_METHOD", "METHODS", "MethodConfig", "MethodRegistry", "PeftMethod", "describe_methods",
+           "long_document_methods", "make_method", "method_class", "option_rows", "paper_methods", "peft_methods",
+           "what_it_is"]  # fmt: skip

@@ -8,7 +8,9 @@ everything it owns plus whatever it added to the encoder.
 
 What a method tells the rest of peftviz (class attributes and methods below):
 - training: `trains_backbone`, `learning_rates` per preset, `learning_rate_grid` (the papers' search,
-  for `learning_rate_note`), `after_training()` (e.g. head averaging); for a loop's steps,
+  for `learning_rate_note`), `learning_rate_search` (the rates of its paper's search, as runs of a
+  grid), `in_long_document_table` (the paper-long preset's default methods), `after_training()`
+  (e.g. head averaging); for a loop's steps,
   `learning_rate_scale`, `schedule`, `regularization`, `after_step` and `training_record` (AdaLoRA,
   LoRA+; answered the same whoever runs the loop); as data, the `variants` its
   comparison trains and `starts_from` (the option that takes another run's parameters, and what that
@@ -85,13 +87,20 @@ class PeftMethod(nn.Module):
     title: ClassVar[str] = ""  # one line naming it and its paper, where its module's first line does not
     from_the_papers: ClassVar[bool] = True  # one of the papers' methods (the default comparison), or a baseline
     peft_based: ClassVar[bool] = False  # built on Hugging Face peft's layers: one of `--methods peft`
-    # preset -> learning rate when the preset's own default does not suit the method
+    # preset -> learning rate when the preset's own default does not suit the method; "paper-long" (Longformer,
+    # the same search as RoBERTa's in the paper) takes each method's "paper" rate
     learning_rates: ClassVar[dict[str, float]] = {}
     # names (or parts of names) of its parameters that are scalings, not weights: AdamW does not decay them
     no_weight_decay: ClassVar[tuple[str, ...]] = ()
     # the learning rates its papers searched: with `learning_rates`, the usual range (`usual_learning_rates`).
     # The default is the prefix-propagation paper's grid for prefixes (Table 5, {5e-4 … 5e-2})
     learning_rate_grid: ClassVar[tuple[float, ...]] = (5e-4, 5e-2)
+    # the learning rates its paper's search tried, each a run of `compare --lr-grid` (`peftviz.sweep.variants`);
+    # empty: the comparison trains its one rate. Not `learning_rate_grid`, the (low, high) range the app warns by
+    learning_rate_search: ClassVar[tuple[float, ...]] = ()
+    # one of the four methods of the prefix-propagation paper's long-document table (Table 2): the
+    # default `--methods` of the paper-long preset
+    in_long_document_table: ClassVar[bool] = False
     # the runs its comparison trains (`peftviz.sweep.variants`); empty: one run, the comparison's config as it is
     variants: ClassVar[tuple[Variant, ...]] = ()
     # how a run may start from another run's parameters; its option names a run, so it is not a setting (groups

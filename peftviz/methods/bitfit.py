@@ -61,7 +61,7 @@ class BitFit(PeftMethod):
     config_class = BitFitConfig
     from_the_papers = False
     # the paper's BERT-base rates are 1e-4 … 1e-3 over many epochs; three short epochs need more
-    learning_rates: ClassVar[dict[str, float]] = {"quick": 5e-3, "quick-long": 5e-3, "paper": 1e-3}
+    learning_rates: ClassVar[dict[str, float]] = {"quick": 5e-3, "quick-long": 5e-3, "paper": 1e-3, "paper-long": 1e-3}
 
     def attach(self, encoder) -> None:
         self.unfreeze(p for name, p in encoder.named_parameters() if is_chosen(name, self.config.biases))

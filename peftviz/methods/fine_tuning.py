@@ -19,5 +19,8 @@ class FineTuning(PeftMethod):
     trains_backbone = True
     # every pretrained weight moves: rates of the papers' grid for fine-tuning ({3e-5, 5e-5}) and,
     # for the short presets, a little higher so three epochs suffice
-    learning_rates = {"smoke": 1e-3, "quick": 1e-4, "quick-long": 1e-4, "paper": 5e-5}
+    # paper-long: the upper rate of the paper's search, as for paper
+    learning_rates = {"smoke": 1e-3, "quick": 1e-4, "quick-long": 1e-4, "paper": 5e-5, "paper-long": 5e-5}
     learning_rate_grid = (3e-5, 5e-5)
+    learning_rate_search = (3e-5, 5e-5)  # Appendix B: "{3e-5, 5e-5} for fine-tuning"
+    in_long_document_table = True

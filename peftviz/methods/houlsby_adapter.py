@@ -77,7 +77,7 @@ class HoulsbyAdapter(PeftMethod):
     config_class = HoulsbyAdapterConfig
     from_the_papers = False
     # Houlsby et al. sweep 3e-5 … 3e-3 for BERT-base over 3–20 epochs
-    learning_rates: ClassVar[dict[str, float]] = {"quick": 2e-3, "quick-long": 2e-3, "paper": 1e-3}
+    learning_rates: ClassVar[dict[str, float]] = {"quick": 2e-3, "quick-long": 2e-3, "paper": 1e-3, "paper-long": 1e-3}
 
     def __init__(self, config: HoulsbyAdapterConfig, encoder_config):
         super().__init__(config, encoder_config)

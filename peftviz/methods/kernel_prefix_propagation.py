@@ -58,6 +58,8 @@ class KernelPrefixPropagation(PrefixPropagation):
 
     config_class = KernelPrefixPropagationConfig
     alpha_sweep_method = "kernel-prefix-propagation"
+    learning_rate_search = (5e-4, 1e-3, 5e-3, 1e-2, 5e-2)  # Appendix B: the prefix methods' search; α after it
+    in_long_document_table = True
     alpha_grid = ALPHA_GRID
     attention_note = (
         "Kernel form: the λ(C) grid and profile show the softmax share λ(C), the same as on the Kernel page; the "

@@ -148,7 +148,7 @@ class LoRA(PeftMethod):
     peft_based = True
     peft_type = "LORA"
     # Hu et al. train RoBERTa-base at 4e-4 … 5e-4 for 30–80 epochs; three short epochs need more
-    learning_rates: ClassVar[dict[str, float]] = {"quick": 2e-3, "quick-long": 2e-3, "paper": 5e-4}
+    learning_rates: ClassVar[dict[str, float]] = {"quick": 2e-3, "quick-long": 2e-3, "paper": 5e-4, "paper-long": 5e-4}
 
     def attach(self, encoder) -> None:
         config: LoraMethodConfig = self.config

@@ -65,7 +65,7 @@ class VeRA(PeftTuner):
     title = "VeRA, vector-based random matrix adaptation (Kopiczko et al., ICLR 2024), through Hugging Face peft"
     peft_type = "VERA"
     # its update starts small (Λ_d at 0.1, Λ_b at 0) and holds few tensors: it needs a higher rate than LoRA
-    learning_rates = {"quick": 1e-2, "quick-long": 1e-2, "paper": 4e-3}
+    learning_rates = {"quick": 1e-2, "quick-long": 1e-2, "paper": 4e-3, "paper-long": 4e-3}
 
 
 class LoHa(PeftTuner):
@@ -97,7 +97,7 @@ class FourierFT(PeftTuner):
     title = "FourierFT, sparse spectral updates (Gao et al., ICML 2024), through Hugging Face peft"
     peft_type = "FOURIERFT"
     # n spectral coefficients per map, far fewer than LoRA's entries: like VeRA, a higher rate
-    learning_rates = {"quick": 5e-2, "quick-long": 5e-2, "paper": 5e-2}
+    learning_rates = {"quick": 5e-2, "quick-long": 5e-2, "paper": 5e-2, "paper-long": 5e-2}
     learning_rate_grid = (1e-3, 1e-1)
 
 

@@ -273,7 +273,7 @@ class PeftTuner(PeftMethod):
     attention_note = "It changes the encoder's weights, not what attention can attend to: there is no prefix to show."
     # the range LoRA-style updates usually train in: around the presets' 5e-4 and 2e-3, a factor 5 either side
     learning_rate_grid = (1e-4, 1e-2)
-    learning_rates: ClassVar[dict[str, float]] = {"quick": 2e-3, "quick-long": 2e-3, "paper": 5e-4}
+    learning_rates: ClassVar[dict[str, float]] = {"quick": 2e-3, "quick-long": 2e-3, "paper": 5e-4, "paper-long": 5e-4}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

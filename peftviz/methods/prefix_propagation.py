@@ -40,6 +40,10 @@ class PrefixPropagation(PeftMethod):
 
     config_class = PrefixPropagationConfig
     prefix_keys = True
+    # Appendix B of the prefix-propagation paper: "we search between {1e-2, 5e-2, 1e-3, 5e-3, 5e-4} for
+    # prefix-based methods"
+    learning_rate_search = (5e-4, 1e-3, 5e-3, 1e-2, 5e-2)
+    in_long_document_table = True
     alpha_sweep_method = "kernel-prefix-propagation"  # same parameter names: the α sweep evaluates them there
 
     def __init__(self, config: PrefixPropagationConfig, encoder_config):

@@ -46,6 +46,10 @@ class PrefixTuning(PeftMethod):
 
     config_class = PrefixTuningConfig
     prefix_keys = True
+    # Appendix B of the prefix-propagation paper: "we search between {1e-2, 5e-2, 1e-3, 5e-3, 5e-4} for
+    # prefix-based methods"
+    learning_rate_search = (5e-4, 1e-3, 5e-3, 1e-2, 5e-2)
+    in_long_document_table = True
     peft_type = "PREFIX_TUNING"
 
     def __init__(self, config: PrefixTuningConfig, encoder_config):

@@ -192,7 +192,7 @@ class TinyAttentionMethod(PeftMethod):
 
     config_class = TinyAttentionConfig
     # its Table 4 trains around 8e-4 … 1e-3; the short presets need more to move in three epochs
-    learning_rates = {"smoke": 1e-2, "quick": 5e-3, "quick-long": 5e-3, "paper": 1e-3}
+    learning_rates = {"smoke": 1e-2, "quick": 5e-3, "quick-long": 5e-3, "paper": 1e-3, "paper-long": 1e-3}
     # the paper's recipe: one head, then four heads started as perturbed copies of it and averaged at the end. The
     # perturbation is written into the config, so the run records the noise its heads started from (its
     # default was 0.01 before 0.1)

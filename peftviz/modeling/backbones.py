@@ -99,7 +99,14 @@ def _load_tiny(name: str):
     return tiny_encoder(family, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id), tokenizer
 
 
-def _looks_local(name: str) -> bool:
+def is_builtin(name: str) -> bool:
+    """Whether `name` is one of peftviz's own encoders (minilm, long-minilm[-w…], the tiny ones): built here,
+    never read from a folder or the hub."""
+    return name == DEFAULT_MODEL or name in TINY_MODELS or _is_long_minilm(name)
+
+
+def is_local(name: str) -> bool:
+    """Whether `name` names a folder on this machine rather than a hub id."""
     try:
         return name.startswith((".", "/", "~")) or Path(name).exists()
     except OSError as err:  # a name too long for the file system (Path.exists raises ENAMETOOLONG)
@@ -161,7 +168,7 @@ ENCODERS: tuple[EncoderSource, ...] = (
     ),
     EncoderSource("long-minilm[-w<window>]", _is_long_minilm, _load_long_minilm),
     EncoderSource("tiny-bert | tiny-roberta | tiny-longformer", lambda name: name in TINY_MODELS, _load_tiny),
-    EncoderSource("a local folder", _looks_local, _load_local, _check_local),
+    EncoderSource("a local folder", is_local, _load_local, _check_local),
     EncoderSource("a hub id", lambda name: True, lambda name: _load_pretrained(name, name), _check_hub),
 )
 
@@ -240,7 +247,7 @@ def _load_weights(path: str, name: str, config) -> PreTrainedModel:
 
 
 def _weights_error(path: str, name: str, err: Exception) -> ModelLoadError:
-    if not _looks_local(name) and "does not appear to have a file named" in str(err):  # no safetensors on the hub
+    if not is_local(name) and "does not appear to have a file named" in str(err):  # no safetensors on the hub
         return ModelLoadError(_pickled_message(name))
     return ModelLoadError(f"cannot load the weights of '{name}' ({weights_label(path)}): {first_line(err)}")
 
@@ -258,7 +265,7 @@ def _pickled_message(name: str) -> str:
     """One line: why pickled weights are refused, and the command that converts them: in place for a
     folder, into a new folder (weights and tokenizer) for a hub id."""
     convert = f"from transformers import AutoModel; AutoModel.from_pretrained({name!r}, use_safetensors=False)"
-    if _looks_local(name):
+    if is_local(name):
         command, then = f"{convert}.save_pretrained({name!r})", ""
     else:
         target = f"{name.rsplit('/', 1)[-1]}-safetensors"

@@ -29,8 +29,10 @@ so prefix-propagation's j positions do not turn into a whole extra window of pad
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +49,8 @@ from transformers.models.longformer.modeling_longformer import (
 )
 
 from peftviz.modeling.attention_function import AttentionContext, attend, key_padding_bias
+
+LocalAttention = Literal["blocks", "flex"]
 
 
 @dataclass
@@ -207,6 +211,64 @@ class LongLayout:
             self._biases[key] = bias.view(B * (T // size), 1, size, n_front + 3 * size)
         return self._biases[key]
 
+    def flex_mask(self, n_extra: int, size: int, n_text: int, device):
+        """The BlockMask of the text queries over [e extra keys | the L positions]; built once per forward.
+
+        Query t (text index) sees every extra key and every global position, and the positions whose text
+        index u has |t − u| ≤ s and which are neither padding nor global: the blocks' band, as one mask."""
+        key = ("flex", n_extra, size)
+        if key not in self._biases:
+            from torch.nn.attention.flex_attention import create_block_mask
+
+            e, g, j = n_extra, self.n_global, self.n_prefix_queries
+            visible = self.key_visible
+
+            def band_and_front(b, h, q_idx, kv_idx):
+                position = (kv_idx - e).clamp(min=0)  # (kv_idx < e: an extra key, always seen)
+                near = (q_idx - (position - j)).abs() <= size
+                return (kv_idx < e + g) | (near & visible[b, position])
+
+            B, L = visible.shape
+            on_gpu = torch.device(device).type == "cuda"  # compiled: no B × T × (e + L) grid materialised
+            self._biases[key] = create_block_mask(band_and_front, B, None, n_text, e + L, device, _compile=on_gpu)
+        return self._biases[key]
+
+
+@functools.cache
+def _flex_attention(device_type: str):
+    """FlexAttention, compiled on a GPU (its fused kernel); eager elsewhere, where it is the reference math."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    # static shapes: each shape keeps its own kernel (dynamic=None recompiles the second shape as a dynamic kernel)
+    return torch.compile(flex_attention, dynamic=False) if device_type == "cuda" else flex_attention
+
+
+def flex_local_attention(
+    q: Tensor, k: Tensor, v: Tensor, extra_k: Tensor, extra_v: Tensor, layout: LongLayout, size: int, scaling: float
+) -> Tensor:
+    """The text queries' local attention as one FlexAttention call over [extra keys | all L positions].
+
+    q (B, H, T, d); k, v (B, H, L, d) local projections; extra_k, extra_v (B, H, e, d) -> (B, H, T, d).
+    The same attention as the blocks (`LongSelfAttention._block_attention`), with no block copies: the block
+    mask skips the 128 × 128 tiles outside the band and the front keys."""
+    keys = torch.cat([extra_k, k], dim=2).to(q.dtype)  # (B, H, e + L, d)
+    values = torch.cat([extra_v, v], dim=2).to(q.dtype)
+    mask = layout.flex_mask(extra_k.shape[2], size, q.shape[2], q.device)
+    return _flex_attention(q.device.type)(q, keys, values, block_mask=mask, scale=scaling)
+
+
+def set_local_attention(module: nn.Module, path: LocalAttention) -> None:
+    """How every Longformer layer in `module` runs its text queries' attention: "blocks" (the default: banded
+    blocks, every feature) or "flex" (one FlexAttention call where nothing needs the blocks: no recorded
+    weights, no kernel split, no attention dropout). On an H100 "flex" measured 1.7-2.4× slower than the blocks
+    in inference at 4096 × 8 (benchmarks/gpu.py, docs/costs.md), so it is opt-in: kept for the work that makes
+    it pay (its block mask is built per forward; its kernels compile per shape)."""
+    if path not in get_args(LocalAttention):
+        raise ValueError(f"local attention must be one of {', '.join(get_args(LocalAttention))}, not {path!r}")
+    for layer in module.modules():
+        if isinstance(layer, LongSelfAttention):
+            layer.local_attention = path
+
 
 class LongSelfAttention(nn.Module):
     """Longformer self-attention with prefix keys, the kernel split, and banded recording.
@@ -225,6 +287,7 @@ class LongSelfAttention(nn.Module):
         self.dropout = config.attention_probs_dropout_prob
         self.layer_id = layer_id
         self.one_sided_attn_window_size = config.attention_window[layer_id] // 2
+        self.local_attention: LocalAttention = "blocks"  # `set_local_attention`
 
     def _heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
@@ -249,14 +312,38 @@ class LongSelfAttention(nn.Module):
             q_glob, k_glob, v_glob, bias, scaling, ctx.n_prefix_keys, ctx.kernel, layer, dropout, ctx.record
         )
 
-        # every text query: the front keys and its window, in blocks of s queries. The blocks
-        # cover only the T text positions: prefix positions are global, never in a window.
+        # every text query: the front keys and its window (prefix positions are global, never in a window)
         j, T = layout.n_prefix_queries, L - layout.n_prefix_queries
         k, v = (self._heads(proj(hidden)) for proj in (self.key, self.value))  # (B, H, L, d)
+        q = self._heads(self.query(hidden[:, j:]))  # (B, H, T, d)
+        if self._runs_flex(ctx, dropout, hidden.device):
+            out_local, w_local = flex_local_attention(q, k, v, extra_k, extra_v, layout, s, scaling), None
+        else:
+            out_local, w_local = self._block_attention(q, k, v, extra_k, extra_v, layout, ctx, s, scaling, dropout)
+
+        out = torch.cat([out_glob, out_local[:, :, 1:T]], dim=2)  # (B, H, L, d): global rows, then text after <s>
+        if ctx.record:
+            ctx.attentions[layer] = self._banded(w_local.detach(), w_glob.detach(), B, e, j, s).trimmed(L)
+        return out.transpose(1, 2).reshape(B, L, D)
+
+    def _runs_flex(self, ctx: AttentionContext, dropout: float, device: torch.device) -> bool:
+        """Whether the local attention runs as one FlexAttention call: chosen, and nothing asks for what only the
+        blocks give: recorded weights, the kernel split, attention dropout, and on the CPU gradients (torch's
+        FlexAttention has no CPU backward)."""
+        differentiable = device.type == "cuda" or not torch.is_grad_enabled()
+        return (
+            self.local_attention == "flex" and differentiable and not ctx.record and ctx.kernel is None and not dropout
+        )
+
+    def _block_attention(self, q, k, v, extra_k, extra_v, layout, ctx, s, scaling, dropout):
+        """The text queries in blocks of s over [extra keys | global keys | 3s neighbours] under a band mask.
+
+        q (B, H, T, d); k, v (B, H, L, d); extra (B, H, e, d) -> (B, H, T, d) and the weights (or None)."""
+        B, H, T, d = q.shape
+        j, g, e = layout.n_prefix_queries, layout.n_global, extra_k.shape[2]
         front_k = torch.cat([extra_k, k[:, :, :g]], dim=2)  # (B, H, e + g, d)
         front_v = torch.cat([extra_v, v[:, :, :g]], dim=2)
         padded = math.ceil(T / s) * s
-        q = self._heads(self.query(hidden[:, j:]))  # (B, H, T, d)
         q, k, v = (F.pad(t, (0, 0, 0, padded - T)) for t in (q, k[:, :, j:], v[:, :, j:]))  # (B, H, padded, d)
         nb = padded // s
 
@@ -264,18 +351,13 @@ class LongSelfAttention(nn.Module):
             front = front[:, None].expand(B, nb, -1, -1, -1)
             return torch.cat([front, neighbour_blocks(seq, s)], dim=3).flatten(0, 1)
 
-        q_blocks = q.view(B, self.num_heads, nb, s, self.head_dim).transpose(1, 2).flatten(0, 1)  # (B·nb, H, s, d)
-        block_bias = layout.local_bias(s, e + g, hidden.dtype)
-        out_local, w_local = attend(
+        q_blocks = q.view(B, H, nb, s, d).transpose(1, 2).flatten(0, 1)  # (B·nb, H, s, d)
+        block_bias = layout.local_bias(s, e + g, q.dtype)
+        out, weights = attend(
             q_blocks, block_keys(front_k, k), block_keys(front_v, v), block_bias,
-            scaling, ctx.n_prefix_keys, ctx.kernel, layer, dropout, ctx.record,
+            scaling, ctx.n_prefix_keys, ctx.kernel, self.layer_id, dropout, ctx.record,
         )  # fmt: skip
-        out_local = out_local.view(B, nb, self.num_heads, s, self.head_dim).transpose(1, 2).flatten(2, 3)
-
-        out = torch.cat([out_glob, out_local[:, :, 1:T]], dim=2)  # (B, H, L, d): global rows, then text after <s>
-        if ctx.record:
-            ctx.attentions[layer] = self._banded(w_local.detach(), w_glob.detach(), B, e, j, s).trimmed(L)
-        return out.transpose(1, 2).reshape(B, L, D)
+        return out.view(B, nb, H, s, d).transpose(1, 2).flatten(2, 3)[:, :, :T], weights
 
     def _banded(self, w_local: Tensor, w_glob: Tensor, B: int, e: int, j: int, s: int) -> BandedAttention:
         """Text blocks' weights (B·nb, H, s, e + g + 3s) and global rows -> one BandedAttention."""

@@ -5,7 +5,9 @@ start from another run's trained parameters (`StartFrom`): tiny-attention trains
 whose every head starts from the 1H run of the same comparison at the same seed through option `init_from`.
 The method knows nothing of sweeps or the store; this module is the planner's side:
 
-- `comparison_configs`: each method's variants on the same data and split (`python -m peftviz compare`);
+- `comparison_configs`: each method's variants on the same data and split (`python -m peftviz compare`), on one
+  dataset or several (each with its preset's settings for that dataset), and with `lr_grid` at every learning
+  rate of the method's paper's search (`learning_rate_search`);
 - `start_index`: which earlier configuration of a sweep a configuration starts from (the sweep waits for it),
   and `with_start`: the configuration with that run's parameters filled in;
 - `starting_runs` (what the Train page offers), `check_start` (a start chosen there still fits) and
@@ -23,22 +25,69 @@ from typing import TYPE_CHECKING
 
 from peftviz.errors import ConfigError, RunError
 from peftviz.store.runs import Run
-from peftviz.training.config import TrainConfig, comparison_methods, preset_config
+from peftviz.training.config import (
+    PRESET_DATASETS,
+    PRESET_METHOD_SETS,
+    TrainConfig,
+    comparison_methods,
+    preset_config,
+)
 
 if TYPE_CHECKING:  # the method modules load torch; planning a sweep loads none
     from peftviz.methods.base import StartFrom, Variant
 
 
-def comparison_configs(preset: str, methods: str | list[str] | None = None, **overrides) -> list[TrainConfig]:
-    """The runs of `python -m peftviz compare`: each method's comparison variants on the same data and split.
+def comparison_configs(
+    preset: str,
+    methods: str | list[str] | None = None,
+    datasets: list[str] | tuple[str, ...] | None = None,
+    lr_grid: bool = False,
+    **overrides,
+) -> list[TrainConfig]:
+    """The runs of `python -m peftviz compare`: on each dataset, each method's comparison variants on the same
+    data and split, dataset by dataset, each with its preset's settings for that dataset.
 
-    Tiny-attention, for one, runs twice: one head, then four heads started from it and averaged.
+    Tiny-attention, for one, runs twice: one head, then four heads started from it and averaged. `methods` None:
+    the preset's set (`PRESET_METHOD_SETS`, else the papers'). `datasets` None: the `dataset` override, else the
+    preset's datasets (`PRESET_DATASETS`), else the preset's own. With `lr_grid`, a method runs once at each
+    rate of its `learning_rate_search` (a method without one keeps its one rate); a ConfigError where no method
+    has a search, or a learning rate is given as well.
     """
+    methods = comparison_methods(PRESET_METHOD_SETS.get(preset, "paper") if methods is None else methods)
+    if datasets is None:
+        datasets = [overrides.pop("dataset")] if "dataset" in overrides else PRESET_DATASETS.get(preset, [None])
+    if lr_grid:
+        _check_lr_grid(methods, overrides)
     return [
         config
-        for method in comparison_methods(methods)
-        for config in variant_configs(preset_config(preset, method, **overrides))
+        for dataset in datasets
+        for method in methods
+        for variant in variant_configs(preset_config(preset, method, **_on(dataset, overrides)))
+        for config in (searched_rates(variant) if lr_grid else [variant])
     ]
+
+
+def _on(dataset: str | None, overrides: dict) -> dict:
+    return overrides if dataset is None else {**overrides, "dataset": dataset}
+
+
+def searched_rates(config: TrainConfig) -> list[TrainConfig]:
+    """`config` at each learning rate of its method's paper's search, labelled with it so that the seeds of one
+    rate form a group (`store.runs.group_key` holds every setting but the seed); `[config]` without a search."""
+    search = config.method_class.learning_rate_search
+    return [replace(config, learning_rate=rate, label=f"{config.name} lr={rate:g}") for rate in search] or [config]
+
+
+def _check_lr_grid(methods: list[str], overrides: dict) -> None:
+    from peftviz.methods import method_class  # the method modules load torch; only a grid asks them
+
+    if "learning_rate" in overrides:
+        raise ConfigError("give either a learning rate or the learning-rate grid, not both")
+    if not any(method_class(name).learning_rate_search for name in methods):
+        names = ", ".join(methods)
+        raise ConfigError(
+            f"the learning-rate grid has nothing to search: no learning-rate search is recorded for {names}"
+        )
 
 
 def variant_configs(config: TrainConfig) -> list[TrainConfig]:

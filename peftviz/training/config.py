@@ -21,7 +21,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from peftviz.errors import ConfigError
-from peftviz.methods import DEFAULT_METHOD, METHODS, alpha_grid_method, paper_methods, peft_methods
+from peftviz.methods import (
+    DEFAULT_METHOD,
+    METHODS,
+    alpha_grid_method,
+    long_document_methods,
+    paper_methods,
+    peft_methods,
+)
 from peftviz.methods import method_class as find_method
 from peftviz.options import Options, option, shown
 
@@ -213,9 +220,32 @@ PRESETS: dict[str, dict[str, Any]] = {
         "effective_batch_size": 32,
         "learning_rate": 1e-2,
     },
+    # Table 5 of the prefix-propagation paper on its long documents, Longformer-base-4096 (for a GPU): prefix
+    # length 8 (the methods' default), effective batch 32, warmup 0.1, linear schedule, 10 epochs (20 on
+    # Hyperpartisan: PRESET_DATASET_SETTINGS), documents truncated to 4096 tokens. Micro-batches of 4: peftviz's
+    # Longformer fine-tuning at 4096 x 8 peaked at 20.0 GiB with bf16 on an H200 (issue 36), too close to a 24 GB
+    # card's memory (and twice the activations in fp32); 4 halves the activations, and 8 accumulated micro-batches
+    # make the effective 32
+    "paper-long": {
+        "model": "allenai/longformer-base-4096",
+        "dataset": "arxiv",
+        "max_length": 4096,
+        "epochs": 10,
+        "batch_size": 4,
+        "effective_batch_size": 32,
+        "warmup_ratio": 0.1,
+        "schedule": "linear",
+        "learning_rate": 1e-2,  # the prefix methods' rate, as in paper; the others' come from their classes
+    },
 }
-# the comparison's method lists: `--methods paper` (the default), `--methods all` and `--methods peft`
-METHOD_SETS = ("paper", "all", "peft")
+# what a preset changes on some datasets (Table 5: 20 epochs on Hyperpartisan); settings given still win
+PRESET_DATASET_SETTINGS: dict[str, dict[str, dict[str, Any]]] = {"paper-long": {"hyperpartisan": {"epochs": 20}}}
+# the datasets a preset's comparison trains on when none is given (the paper's long-document table)
+PRESET_DATASETS: dict[str, tuple[str, ...]] = {"paper-long": ("arxiv", "hyperpartisan", "20newsgroups")}
+# the comparison's method lists: `--methods paper` (the default), `--methods all`, `--methods peft` and
+# `--methods long-documents` (the four of the paper's long-document table: paper-long's default)
+METHOD_SETS = ("paper", "all", "peft", "long-documents")
+PRESET_METHOD_SETS: dict[str, str] = {"paper-long": "long-documents"}  # a preset's default `--methods`
 
 
 def preset_config(preset: str, method: str = DEFAULT_METHOD, **overrides) -> TrainConfig:
@@ -223,15 +253,20 @@ def preset_config(preset: str, method: str = DEFAULT_METHOD, **overrides) -> Tra
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     values = dict(PRESETS[preset])
+    dataset = overrides.get("dataset", values.get("dataset"))
+    values.update(PRESET_DATASET_SETTINGS.get(preset, {}).get(dataset, {}))
     values.update(method=method, learning_rate=find_method(method).learning_rate(preset, values["learning_rate"]))
     return TrainConfig(**{**values, **overrides})
 
 
 def comparison_methods(methods: str | list[str] | None = None) -> list[str]:
     """ "paper" or None: the papers' methods; "all": every registered method; "peft": those built on Hugging
-    Face peft's layers; or a list of names (which may include `peft:<TYPE>`)."""
+    Face peft's layers; "long-documents": the four of the prefix-propagation paper's long-document table; or a
+    list of names (which may include `peft:<TYPE>`)."""
     if methods is None or methods == "paper":
         return paper_methods()
+    if methods == "long-documents":
+        return long_document_methods()
     if methods == "all":
         return list(METHODS)
     if methods == "peft":

@@ -309,3 +309,18 @@ def test_a_comparison_with_a_failing_run_finishes_the_others_and_lists_the_failu
     assert [error.value for error in shown.error] == [f"Training stopped: {job.error}"]
     assert any(block.value.endswith("3 run(s), failed: 2 new, 1 failed") for block in shown.markdown)
     assert not shown.exception
+
+
+def test_train_page_takes_a_preset_s_settings_for_the_chosen_dataset(empty_store, monkeypatch):
+    """paper-long trains Hyperpartisan for 20 epochs (Table 5), the other datasets for 10."""
+    fake_queue(monkeypatch)
+    at = open_page("pages/1_Train.py")
+    at.selectbox[0].set_value("paper-long").run()
+
+    def epochs() -> int:
+        return next(n for n in at.number_input if n.label == "Epochs").value
+
+    assert not at.exception and not at.error
+    for name, expected in [("arxiv", 10), ("hyperpartisan", 20), ("20newsgroups", 10), ("hyperpartisan", 20)]:
+        next(box for box in at.selectbox if box.label == "Dataset").set_value(name).run()
+        assert epochs() == expected, name

@@ -19,6 +19,7 @@ from sklearn.metrics import f1_score
 from peftviz import calibration as cal
 from peftviz.calibration import estimators as est
 from peftviz.calibration.stats import resample_indices
+from tests.support.paper_ece_reference import reference_paper_ece
 
 TIGHT = 1e-12
 CALIBRATION_METRICS = [m for m in est.ESTIMATORS if m not in ("accuracy", "macro_f1")]
@@ -195,6 +196,7 @@ def references(probs, labels, n_bins, scheme):
         "classwise_ece": sum(classwise) / len(classwise),
         "mce": max(abs(acc - conf) for _, conf, acc in ref_bins(confidence, correct, n_bins, scheme)),
         "ace": float(np.mean([abs(acc - conf) for _, conf, acc in ref_bins(confidence, correct, n_bins, scheme)])),
+        "paper_ece": reference_paper_ece(probs, labels),  # the paper's own bins, whatever n_bins and scheme
         "nll": -sum(math.log(max(probs[i, labels[i]], 1e-12)) for i in range(n)) / n,
         "brier": sum((probs[i, k] - (labels[i] == k)) ** 2 for i in range(n) for k in range(probs.shape[1])) / n,
     }

@@ -10,7 +10,7 @@ from transformers import LongformerModel
 
 from peftviz import METHODS, build_classifier, tiny_encoder
 from peftviz.modeling.backbones import load_encoder
-from peftviz.modeling.longformer import BandedAttention, LongEncoder
+from peftviz.modeling.longformer import BandedAttention, LongEncoder, set_local_attention
 from tests.support.helpers import padded_batch
 
 J, WINDOW = 3, 8  # prefix length; the tiny Longformer's window (4 positions on each side)
@@ -24,8 +24,10 @@ def long_classifier(method: str, seed: int = 0, **options):
     return build_classifier(encoder, method, 3, OPTIONS.get(method, {}) | options).eval()
 
 
-def test_attention_equals_transformers_longformer_with_global_first_token():
+@pytest.mark.parametrize("path", ["blocks", "flex"])  # the local attention's two paths (test_flex_attention.py)
+def test_attention_equals_transformers_longformer_with_global_first_token(path):
     encoder = tiny_encoder("longformer", window=WINDOW).eval()
+    set_local_attention(encoder, path)
     reference = LongformerModel(encoder.config, add_pooling_layer=False).eval()
     reference.load_state_dict(encoder.state_dict())  # same parameter names
     ids, mask = padded_batch(lengths=(21, 13))  # several windows, one example padded
