@@ -260,7 +260,7 @@ def flex_local_attention(
 def set_local_attention(module: nn.Module, path: LocalAttention) -> None:
     """How every Longformer layer in `module` runs its text queries' attention: "blocks" (the default: banded
     blocks, every feature) or "flex" (one FlexAttention call where nothing needs the blocks: no recorded
-    weights, no kernel split, no attention dropout). On an H100 "flex" measured 1.7-2.4× slower than the blocks
+    weights, no kernel split, no attention dropout). On an H100 "flex" measured 1.7-2.8× slower than the blocks
     in inference at 4096 × 8 (benchmarks/gpu.py, docs/costs.md), so it is opt-in: kept for the work that makes
     it pay (its block mask is built per forward; its kernels compile per shape)."""
     if path not in get_args(LocalAttention):
