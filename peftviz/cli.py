@@ -281,6 +281,9 @@ def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"a metric to report; repeat for several (default: {', '.join(DEFAULT_METRICS)})")  # fmt: skip
     parser.add_argument("--epoch", type=int, default=None,
                         help="judge that epoch's validation predictions (default: the best epoch's test predictions)")  # fmt: skip
+    parser.add_argument("--dataset", default=None, metavar="DATASET",
+                        help="only the runs on this dataset (a comparison over several: one report each; default: "
+                        "the store's most common data split)")  # fmt: skip
     parser.add_argument(
         "--bins",
         type=int,
@@ -303,7 +306,8 @@ def report_command(args: argparse.Namespace) -> int:
 
     settings = group_stats.Settings("test" if args.epoch is None else args.epoch, args.bins, args.scheme,
                                     args.resamples, args.bootstrap_seed, group_interval=args.group_interval)  # fmt: skip
-    units = group_stats.select_units(list_runs(args.runs_dir), args.units)
+    runs = list_runs(args.runs_dir)
+    units = group_stats.select_units(group_stats.runs_on(runs, args.dataset) if args.dataset else runs, args.units)
     result = group_stats.stats_of_groups(units, settings, args.metrics)
     print(group_stats.markdown(result))
     prefix = args.csv or reports_dir() / f"report-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -369,6 +369,16 @@ def _one_data_split(groups: list[Group]) -> None:
         raise ConfigError(f"these runs were evaluated on different data, so they cannot be compared: {shown}")
 
 
+def runs_on(runs: list[Run], dataset: str) -> list[Run]:
+    """The runs trained on `dataset` (its name or path as the run records it, or as tables show it): `report
+    --dataset`, one dataset of a comparison over several. One line naming the store's datasets if none is."""
+    chosen = [run for run in runs if dataset in (run.config.dataset, dataset_label(run.config.dataset))]
+    if not chosen:
+        known = ", ".join(sorted({dataset_label(run.config.dataset) for run in runs})) or "none: the store is empty"
+        raise ConfigError(f"no run in the store is on dataset {dataset!r}; its datasets: {known}")
+    return chosen
+
+
 def select_units(runs: list[Run], names: list[str] | None = None) -> list[Group]:
     """The units `report` compares. Each name is a group key, a run folder name (a unit of its own)
     or a method label (its groups). No names: every group of the store's most common data split."""

@@ -212,3 +212,20 @@ def test_a_groups_smooth_curve_is_the_pointwise_mean_of_its_seeds(groups):
     assert np.allclose(mean.curve, stacked.mean(axis=0))
     half = scipy_stats.t.ppf(0.975, 1) * stacked.std(axis=0, ddof=1) / np.sqrt(2)
     assert np.allclose(mean.upper - mean.curve, half) and np.allclose(mean.curve - mean.lower, half)
+
+
+def test_report_on_one_dataset_of_a_store_holding_several(mixed_store, tmp_path, capsys):
+    """`report --dataset`: one report per dataset of a comparison over several (the paper's table)."""
+    runs = list_runs(mixed_store)
+    csv_dataset = next(run.config.dataset for run in runs if run.config.dataset.endswith("topics.csv"))
+    on_it = [run for run in runs if run.config.dataset == csv_dataset]
+    assert 0 < len(on_it) < len(runs)  # the store holds other datasets too
+    argv = ["report", "--runs-dir", str(mixed_store), "--dataset", csv_dataset, "--metric", "accuracy",
+            "--resamples", "20", "--csv", str(tmp_path / "r")]  # fmt: skip
+    assert main(argv) == 0
+    summary = pd.read_csv(tmp_path / "r-summary.csv")
+    assert set(summary["method"]) == {group.label for group in group_runs(on_it)}
+    assert main(["report", "--runs-dir", str(mixed_store), "--dataset", "arxiv"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("peftviz: error: no run in the store is on dataset 'arxiv'; its datasets: ")
+    assert err.count("\n") == 1 and "bbc-news" in err
