@@ -224,8 +224,26 @@ def test_the_command_line_lists_what_failed_and_exits_with_how_many(tmp_path, lo
     argv = ["compare", "--preset", "smoke", "--methods", METHODS, "--seeds", "2", "--runs-dir", str(tmp_path)]
     assert main(argv) == 2  # lora at seeds 0 and 1
     captured = capsys.readouterr()
-    assert "failed: lora · seed 0: training loss is NaN at epoch 1" in captured.err
+    # one line per distinct error, naming the runs it stopped
+    assert "failed: lora · seed 0, lora · seed 1: training loss is NaN at epoch 1\n" in captured.err
     assert "4 run(s) (4 new) in" in captured.out and "2 failed" in captured.out
     lora_fails()  # undone: lora trains now
     assert main(argv) == 0  # again: the two complete runs are skipped, the two failed ones trained
     assert "4 run(s) (2 new, 2 already complete)" in capsys.readouterr().out
+
+
+def test_runs_stopped_by_one_error_are_one_line_naming_the_first_three():
+    """The paper's table offline: 12 runs per dataset that is not available here, one line each dataset."""
+    from types import SimpleNamespace
+
+    from peftviz.cli import _failure_lines
+
+    def failed(title: str, error: str):
+        return SimpleNamespace(error=error, planned=SimpleNamespace(config=SimpleNamespace(run_title=title)))
+
+    outcomes = [failed(f"arxiv run {i}", "cannot load 'arxiv'") for i in range(12)]
+    outcomes.insert(5, failed("a run", "training loss is NaN at epoch 1"))
+    assert _failure_lines(outcomes) == [
+        "failed: arxiv run 0, arxiv run 1, arxiv run 2 and 9 more: cannot load 'arxiv'",
+        "failed: a run: training loss is NaN at epoch 1",
+    ]
