@@ -5,13 +5,12 @@ import pandas as pd
 import streamlit as st
 
 from peftviz.analysis import calibration as analysis
-from peftviz.analysis import group_stats
+from peftviz.analysis import group_stats, power
 from peftviz.app import appkit
 from peftviz.calibration import estimators
 from peftviz.errors import PeftvizError, RunError
 from peftviz.figures import calibration as figures
-from peftviz.figures import palette
-from peftviz.store.runs import Group, group_runs
+from peftviz.store.runs import Group
 
 MAX_DEFAULT_UNITS = 6
 
@@ -97,37 +96,9 @@ def smooth_figure(units: list[Group], labels: list[str], epoch: int, n_resamples
     return figures.smooth_reliability_figure(curves, title, band, series)
 
 
-corrupt = [run for run in appkit.runs() if run.status == "corrupt"]
-if corrupt:
-    st.caption("Skipped unreadable runs: " + "; ".join(f"{run.name} ({run.error})" for run in corrupt))
-usable = appkit.runs(usable_only=True)
-if not usable:
-    st.info("No runs with a finished epoch yet: train some on the Home or Train page, then come back.")
-    st.stop()
-
 # ---------------------------------------------------------------- what to show
-groups = group_runs(usable)
-has_seeds = any(len(group.runs) > 1 for group in groups)
-as_groups = st.radio("Show", ["groups of seeds", "single runs"], index=0 if has_seeds else 1, horizontal=True,
-                     help="A group is the runs of one setting at several training seeds: its mean, an interval "
-                     "over the seeds, and its members.", key="calibration_show") == "groups of seeds"  # fmt: skip
-if as_groups:
-    candidates = {group.key: group for group in groups}
-    names = group_stats.unique_names(groups)
-    default = [g.key for g in group_stats.select_units(usable)[:MAX_DEFAULT_UNITS]]
-else:
-    candidates = {run.name: Group(run.name, [run]) for run in usable}
-    names = analysis.display_names(usable)
-    default = [run.name for run in analysis.default_selection(usable, MAX_DEFAULT_UNITS)]
-chosen = st.multiselect("Groups" if as_groups else "Runs", list(candidates), default=default, format_func=names.get,
-                        key=f"calibration_units_{as_groups}")  # fmt: skip
-if not chosen:
-    st.info("Pick at least one.")
-    st.stop()
-units = [candidates[name] for name in chosen]
-in_store = palette.store_series(usable)  # colours keyed by method over the whole store, not the selection
-series = {names[unit.key]: palette.unit_series(unit.runs, in_store) for unit in units}
-runs = [run for unit in units for run in unit.runs]
+chosen = appkit.choose_units("calibration", MAX_DEFAULT_UNITS)
+units, names, series, as_groups, runs = chosen.units, chosen.names, chosen.series, chosen.as_groups, chosen.runs
 
 left, middle, right, far = st.columns(4)
 scheme = left.radio("Bins", list(analysis.SCHEME_NAMES), format_func=analysis.SCHEME_NAMES.get, horizontal=True,
@@ -139,6 +110,22 @@ right.caption("Runs with fewer finished epochs show their last one.")
 n_resamples = far.radio("Bootstrap resamples", group_stats.RESAMPLE_CHOICES, horizontal=True,
                         help="Resamples of the examples behind every interval; seeded, so numbers repeat.",
                         key="calibration_resamples")  # fmt: skip
+
+
+def plan_panel(judged: list[Group], settings: group_stats.Settings, metric: str, heading: str) -> None:
+    """Beside the differences: how many seeds, or test documents, each would need to be detected."""
+    st.markdown(f"**How many seeds an answer needs** ({heading})")
+    if sum(len(unit.runs) >= 2 for unit in judged) < 2:
+        st.caption("Planning needs two groups of two seeds or more: one run cannot tell the seeds' variance from "
+                   "the test set's.")  # fmt: skip
+        return
+    table = appkit.shared(power.power_table, judged, settings, (metric,))
+    st.table(power.panel_table(table, metric), border="horizontal", hide_index=True)
+    st.caption(f"For each pair: the power this comparison had to detect the difference seen, and the fewest seeds on "
+               f"these documents, or documents at these seeds, that detect it with 80% power at 0.05 over the "
+               f"{len(table)} pairs, if the difference seen is the true one and the seeds' and documents' variances "
+               "stay as the two-level bootstrap separates them here (docs/statistics.md).")  # fmt: skip
+
 
 # ---------------------------------------------------------------- diagrams
 st.subheader("Reliability diagrams")
@@ -255,6 +242,7 @@ else:
                               key="calibration_difference_metric")  # fmt: skip
         heading = estimators.ESTIMATORS[metric].heading
         appkit.chart(appkit.shared(figures.differences_figure, stats.pairs, metric, heading, series), "differences")
+        plan_panel(judged, settings, metric, heading)
     for name, table in (("summary", stats.summary), ("pairs", stats.pairs)):
         st.download_button(f"Download the {name} (CSV)", lambda table=table: table.to_csv(index=False),
                            file_name=f"comparison-{name}.csv", mime="text/csv", on_click="ignore",

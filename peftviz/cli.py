@@ -296,6 +296,11 @@ def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-interval", choices=["bootstrap", "t"], default="bootstrap",
                         help="groups of seeds: two-level bootstrap over seeds and test examples (default), or the "
                         "t-interval over seeds, which leaves out the test set's noise")  # fmt: skip
+    parser.add_argument("--power", action="store_true",
+                        help="and how many seeds, or test documents, each difference needs to be detected (groups of "
+                        "two seeds or more; PREFIX-power.csv)")  # fmt: skip
+    parser.add_argument("--power-target", type=float, default=0.8, metavar="P",
+                        help="the power --power plans for (default: 0.8), at 0.05 over the pairs (Holm's strictest step)")  # fmt: skip
     parser.add_argument("--csv", type=Path, default=None, metavar="PREFIX",
                         help=f"write PREFIX-summary.csv and PREFIX-pairs.csv (default: {reports_dir()}/report-<time>)")  # fmt: skip
     parser.add_argument("--runs-dir", type=Path, default=store_dir())
@@ -310,8 +315,14 @@ def report_command(args: argparse.Namespace) -> int:
     units = group_stats.select_units(group_stats.runs_on(runs, args.dataset) if args.dataset else runs, args.units)
     result = group_stats.stats_of_groups(units, settings, args.metrics)
     print(group_stats.markdown(result))
+    tables = {"summary": result.summary, "pairs": result.pairs}
+    if args.power:
+        from peftviz.analysis import power
+
+        tables["power"] = power.power_table(units, settings, args.metrics, target=args.power_target)
+        print("\n" + power.markdown(tables["power"]))
     prefix = args.csv or reports_dir() / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
-    for name, table in (("summary", result.summary), ("pairs", result.pairs)):
+    for name, table in tables.items():
         path = Path(f"{prefix}-{name}.csv")
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, lambda tmp, table=table: table.to_csv(tmp, index=False))

@@ -135,7 +135,7 @@ def summary_table(groups: list[Group], estimates: dict[str, dict], metrics, sett
 # ---------------------------------------------------------------- one row per pair of units and metric
 
 
-def _check_same_examples(groups: list[Group], settings: Settings) -> int:
+def same_examples(groups: list[Group], settings: Settings) -> int:
     """The number of examples every run was judged on; RunError unless all judged the same examples
     (their draws are then on the same resampled rows, which pairing and the groups' bootstrap need)."""
     runs = [run for group in groups for run in group.runs]
@@ -166,7 +166,7 @@ def pairwise_table(
     groups: list[Group], estimates: dict[str, dict], metrics, settings: Settings, n_examples: int = 0
 ) -> pd.DataFrame:
     """Long table, columns PAIR_COLUMNS: A − B per pair and metric, Holm-adjusted within each metric.
-    `n_examples`: what the tests' rows report as n (`_check_same_examples`)."""
+    `n_examples`: what the tests' rows report as n (`same_examples`)."""
     names = unique_names(groups)
     rows = [
         {"a": names[a.key], "b": names[b.key], "metric": metric}
@@ -214,7 +214,7 @@ def stats_of_estimates(groups: list[Group], estimates: dict[str, dict], settings
     """The statistics of groups whose runs' `run_estimates` are at hand (run name -> estimates)."""
     metrics = check_metrics(metrics)
     _one_data_split(groups)  # different data: say which, before checking the examples one by one
-    n_examples = _check_same_examples(groups, settings)
+    n_examples = same_examples(groups, settings)
     summary = summary_table(groups, estimates, metrics, settings)
     pairs = pairwise_table(groups, estimates, metrics, settings, n_examples)
     return GroupStats(settings, metrics, summary, pairs, n_examples)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import gc
 import typing
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import streamlit as st
@@ -24,9 +24,9 @@ import streamlit as st
 from peftviz.analysis.run_labels import run_labels
 from peftviz.figures.export import IMAGE_FORMATS, figure_table, file_stem, toolbar_config
 from peftviz.paths import store_dir
-from peftviz.store.runs import Group, Run, list_runs, refreshed, run_signature, store_signature
+from peftviz.store.runs import Group, Run, group_runs, list_runs, refreshed, run_signature, store_signature
 
-__all__ = ["chart", "document_attention", "lambda_rows", "not_applicable", "options_form", "page", "per_run", "pick_run",
+__all__ = ["chart", "choose_units", "document_attention", "lambda_rows", "not_applicable", "options_form", "page", "per_run", "pick_run",
            "recorded_left_out", "runs", "shared", "show_error", "side_by_side", "trained_model"]  # fmt: skip
 
 # Streamlit collects garbage over the whole heap after every script run (`runner.postScriptGC`), a
@@ -262,6 +262,59 @@ def side_by_side(explanations) -> None:
         column.markdown(f"**{explained.title}**")
         column.latex(explained.equation)
         column.markdown(explained.text)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """What a reader chose to compare: groups of seeds or single runs, their legend names and colours."""
+
+    units: list[Group]
+    names: dict[str, str]  # unit key -> a unique legend label
+    series: dict  # legend label -> palette.unit_series (a method keeps its colour on every page)
+    as_groups: bool
+
+    @property
+    def runs(self) -> list[Run]:
+        return [run for unit in self.units for run in unit.runs]
+
+
+def choose_units(key: str, limit: int = 6) -> Chosen:
+    """The store's usable runs (a line naming the unreadable ones), the "groups of seeds / single runs"
+    choice and the multiselect of them, under widget keys starting with `key`. Stops the page, saying
+    why, when the store has no usable run or nothing is chosen."""
+    from peftviz.analysis import calibration as analysis  # local: the app's pages import appkit first
+    from peftviz.analysis import group_stats
+    from peftviz.figures import palette
+
+    corrupt = [run for run in runs() if run.status == "corrupt"]
+    if corrupt:
+        st.caption("Skipped unreadable runs: " + "; ".join(f"{run.name} ({run.error})" for run in corrupt))
+    usable = runs(usable_only=True)
+    if not usable:
+        st.info("No runs with a finished epoch yet: train some on the Home or Train page, then come back.")
+        st.stop()
+    groups = group_runs(usable)
+    has_seeds = any(len(group.runs) > 1 for group in groups)
+    as_groups = st.radio("Show", ["groups of seeds", "single runs"], index=0 if has_seeds else 1, horizontal=True,
+                         help="A group is the runs of one setting at several training seeds: its mean, an interval "
+                         "over the seeds, and its members.", key=f"{key}_show") == "groups of seeds"  # fmt: skip
+    if as_groups:
+        candidates = {group.key: group for group in groups}
+        names = group_stats.unique_names(groups)
+        default = [g.key for g in group_stats.select_units(usable)[:limit]]
+    else:
+        candidates = {run.name: Group(run.name, [run]) for run in usable}
+        names = analysis.display_names(usable)
+        default = [run.name for run in analysis.default_selection(usable, limit)]
+    chosen = st.multiselect("Groups" if as_groups else "Runs", list(candidates), default=default,
+                            format_func=names.get, key=f"{key}_units_{as_groups}")  # fmt: skip
+    if not chosen:
+        st.info("Pick at least one.")
+        st.stop()
+    units = [candidates[name] for name in chosen]
+    in_store = palette.store_series(usable)  # colours keyed by method over the whole store, not the selection
+    series = {names[unit.key]: palette.unit_series(unit.runs, in_store) for unit in units}
+    return Chosen(units, names, series, as_groups)
 
 
 def show_error(err: Exception | str) -> None:

@@ -9,6 +9,9 @@
     stats          resampling, intervals and significance over examples and seeds
     recalibration  maps fitted on validation predictions, applied to test predictions
     paper_ece      the prefix-propagation paper's ECE (jordyvl/ece's defaults: upper-edge bin confidence)
+    selective      selective prediction: risk–coverage curves, AURC, AUGRC, accuracy at a coverage
+    conformal      split conformal prediction sets (LAC, APS): coverage and set size with bootstrap draws
+    power          how many seeds and test documents a difference needs: the two-level test's power
 
 None of them imports torch. The metrics are handed on here, so ``from peftviz import calibration``
 then ``calibration.ece(probs, labels)`` works; everything else is imported from its module.

@@ -59,6 +59,10 @@ The estimators, by their names in ESTIMATORS
   it is done here with ``scipy.optimize.isotonic_regression`` on the distinct values weighted by
   the bootstrap counts, because a resample then costs one small PAV instead of a refit on a
   copied array (25x faster; tests check equality with sklearn).
+* Selective prediction (`peftviz.calibration.selective`): sorted by confidence, most confident first,
+  E_k = the expected errors among the k most confident (ties in confidence spread evenly) and r_k = E_k / k;
+  aurc = (1/N) sum_k r_k (Geifman & El-Yaniv 2017); augrc = (1/N^2) sum_k E_k (Traub et al. 2024);
+  accuracy_at_80, accuracy_at_90 = 1 - r_k at k = ceil(0.8 N), ceil(0.9 N)
 
 Bootstrap (`peftviz.calibration.stats`): rows of ``resample_indices(N, R, seed)``; every estimator of one run,
 and both runs of a paired comparison, see the same rows. The interval is the percentile interval
@@ -77,7 +81,7 @@ The registry names every estimator; each entry says how to read it and computes 
 >>> list(ESTIMATORS)[:6]
 ['accuracy', 'macro_f1', 'ece', 'ece_mass', 'debiased_ece', 'smooth_ece']
 >>> len(ESTIMATORS)
-16
+20
 >>> ESTIMATORS["ece"].heading, ESTIMATORS["ece"].lower_is_better
 ('ECE (equal width)', True)
 >>> round(ESTIMATORS["ece"].compute([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8], [0.7, 0.3]], [0, 1, 1, 0]), 4)
@@ -97,6 +101,7 @@ import numpy as np
 from peftviz.calibration.binning import RowBinTotals, mass_group_sizes, row_bin_totals, row_offsets, row_sums, top_label
 from peftviz.calibration.checks import check_binning, check_inputs, check_probs
 from peftviz.calibration.paper_ece import resampled_paper_ece
+from peftviz.calibration.selective import accuracy_at, augrc, aurc, expected_errors
 from peftviz.calibration.stats import LEVEL, check_resampling, interval_around, resample_indices
 from peftviz.errors import ConfigError
 
@@ -133,6 +138,11 @@ class _Resamples:
     @cached_property
     def brier_terms(self) -> dict[str, np.ndarray]:
         return _brier_decomposition(self.probs, self.labels, self.indices)
+
+    @cached_property
+    def expected_errors(self) -> np.ndarray:
+        """(R, N) expected errors among each row's k most confident (`selective.expected_errors`)."""
+        return expected_errors(self.confidence, ~self.correct, self.indices)
 
 
 # ---------------------------------------------------------------- estimators, one value per row
@@ -331,6 +341,24 @@ def _brier_term(name: str) -> Callable[[_Resamples], np.ndarray]:
     return resampled
 
 
+# ---------------------------------------------------------------- selective prediction
+
+
+def _aurc(s: _Resamples) -> np.ndarray:
+    return aurc(s.expected_errors)
+
+
+def _augrc(s: _Resamples) -> np.ndarray:
+    return augrc(s.expected_errors)
+
+
+def _accuracy_at(coverage: float) -> Callable[[_Resamples], np.ndarray]:
+    def resampled(s: _Resamples) -> np.ndarray:
+        return accuracy_at(s.expected_errors, coverage)
+
+    return resampled
+
+
 # ---------------------------------------------------------------- registry
 
 
@@ -407,6 +435,20 @@ ESTIMATORS: dict[str, Estimator] = _registry(
     ),
     Estimator(
         "brier_uncertainty", "Brier uncertainty", _brier_term("uncertainty"), None, "label-only part of Brier (CORP)"
+    ),
+    Estimator("aurc", "AURC", _aurc, True, "area under the risk-coverage curve: mean error rate over coverages"),
+    Estimator(
+        "augrc",
+        "AUGRC",
+        _augrc,
+        True,
+        "area under the generalized risk (answered and wrong) over coverages (Traub 2024)",
+    ),
+    Estimator(
+        "accuracy_at_80", "Accuracy at 80% coverage", _accuracy_at(0.8), False, "accuracy on the 80% most confident"
+    ),
+    Estimator(
+        "accuracy_at_90", "Accuracy at 90% coverage", _accuracy_at(0.9), False, "accuracy on the 90% most confident"
     ),
 )
 

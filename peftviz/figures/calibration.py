@@ -325,7 +325,7 @@ def ece_over_epochs_figure(curves: pd.DataFrame, scheme: str, n_bins: int, band:
         who = series_of(name, series)
         line_color = color(who)
         epochs = rows["epoch"].tolist()
-        _band(fig, epochs, rows["low"].clip(lower=0), rows["high"], line_color, name, where)  # ECE ≥ 0
+        shaded_band(fig, epochs, rows["low"].clip(lower=0), rows["high"], line_color, name, where)  # ECE ≥ 0
         fig.add_trace(go.Scatter(x=epochs, y=rows["ece"].tolist(), mode="lines+markers", name=name,
                                  line={"color": line_color}, legendgroup=name), **where)  # fmt: skip
         for seed, values in seed_lines(rows):
@@ -369,7 +369,7 @@ def _highest_drawn(curves: pd.DataFrame) -> float:
 # ---------------------------------------------------------------- smooth reliability diagrams
 
 
-def _band(fig: go.Figure, x, low, high, color: str, name: str, where: dict | None = None) -> None:
+def shaded_band(fig: go.Figure, x, low, high, color: str, name: str, where: dict | None = None) -> None:
     """An invisible upper edge, then the lower edge filled up to it: a shaded band (in subplot `where`)."""
     where = where or {}
     group = {"legendgroup": name, "hoverinfo": "skip", "showlegend": False}
@@ -410,7 +410,7 @@ def smooth_reliability_figure(curves: dict[str, SmoothDiagram], title: str, band
         supported = diagram.supported()
         for stretch in _stretches(supported):
             low, high = (np.clip(edge[stretch], 0, 1) for edge in (diagram.lower, diagram.upper))
-            _band(fig, diagram.mesh[stretch], low, high, line_color, name, where)
+            shaded_band(fig, diagram.mesh[stretch], low, high, line_color, name, where)
         fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=_only(diagram.curve, supported),
                                  mode="lines", line={"color": line_color}, legendgroup=name,
                                  name=f"{name} (smECE {diagram.smooth_ece:.4f})"), secondary_y=False, **where)  # fmt: skip

@@ -30,6 +30,7 @@ PAGES = {
     "": 0,  # Home: the runs tables
     "Train": 0,
     "Calibration": 10,  # 6 reliability diagrams, smooth, ECE, differences, recalibration
+    "Confidence": 2,  # risk–coverage, conformal sets over epochs
     "Attention": 3,
     "Kernel": 2,
     "Tiny_attention_heads": 3,
@@ -137,12 +138,13 @@ def test_every_tour_step_passes_the_audit_and_its_figure_fits_the_window(server,
 
 
 def test_the_groups_view_passes_the_figure_audit(seeds_store, browser):
-    """Two seeds per method: the Calibration page opens on groups (a mean, its band, each seed dotted)."""
+    """Two seeds per method: the Calibration and Confidence pages open on groups (a mean, its band)."""
     with serving(seeds_store) as url:
         for size in SIZES:
-            with opened(browser, f"{url}/Calibration", 4, size) as page:
-                problems = audited(page, SCREENSHOTS / "seeds", "Calibration-groups")
-                assert problems == [], "\n".join(problems)
+            for path, charts in (("Calibration", 4), ("Confidence", 2)):
+                with opened(browser, f"{url}/{path}", charts, size) as page:
+                    problems = audited(page, SCREENSHOTS / "seeds", f"{path}-groups")
+                    assert problems == [], "\n".join(problems)
 
 
 @pytest.mark.long

@@ -20,6 +20,7 @@ from peftviz import calibration as cal
 from peftviz.calibration import estimators as est
 from peftviz.calibration.stats import resample_indices
 from tests.support.paper_ece_reference import reference_paper_ece
+from tests.support.selective_reference import selective_metrics
 
 TIGHT = 1e-12
 CALIBRATION_METRICS = [m for m in est.ESTIMATORS if m not in ("accuracy", "macro_f1")]
@@ -200,7 +201,7 @@ def references(probs, labels, n_bins, scheme):
         "nll": -sum(math.log(max(probs[i, labels[i]], 1e-12)) for i in range(n)) / n,
         "brier": sum((probs[i, k] - (labels[i] == k)) ** 2 for i in range(n) for k in range(probs.shape[1])) / n,
     }
-    return refs | ref_brier_terms(probs, labels)
+    return refs | ref_brier_terms(probs, labels) | selective_metrics(probs, labels)
 
 
 # ---------------------------------------------------------------- 1. against references
