@@ -12,7 +12,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from peftviz.calibration.conformal import SCORES
-from peftviz.figures.calibration import shaded_band
 from peftviz.figures.layout import title_over_plot
 from peftviz.figures.palette import Series, color, series_of
 
@@ -22,27 +21,37 @@ TARGET_COLOR = "gray"
 
 
 def conformal_epochs_figure(table: pd.DataFrame, alpha: float, series: dict[str, Series] | None = None) -> go.Figure:
-    """Coverage and mean set size per epoch (rows of `conformal_over_epochs`, concatenated), each unit's
-    line over its interval band; a dashed line at 1 − α on the coverage panel."""
+    """Coverage and mean set size per epoch (rows of `conformal_over_epochs`, concatenated): each unit's
+    values joined by a line, its interval as whiskers, the units set side by side at each epoch (six
+    translucent bands over one another blend into one); a dashed line at 1 − α on the coverage panel."""
     score = SCORES.get(table["score"].iloc[0], "") if len(table) else ""
     titles = [f"{PANELS['coverage']} (dashed: 1 − α = {1 - alpha:g})", PANELS["set_size"]]
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
-    for name in dict.fromkeys(table["run"]):
+    names = list(dict.fromkeys(table["run"]))
+    for place, name in enumerate(names):
         rows, line_color = table[table["run"] == name], color(series_of(name, series))
+        x = (rows["epoch"] + _dodge(place, len(names))).tolist()
         for col, measure in enumerate(PANELS, start=1):
-            where = {"row": 1, "col": col}
-            shaded_band(fig, rows["epoch"], rows[f"{measure}_low"], rows[f"{measure}_high"], line_color, name, where)
-            fig.add_trace(go.Scatter(x=rows["epoch"].tolist(), y=rows[measure].tolist(), mode="lines+markers",
-                                     name=name, line={"color": line_color}, legendgroup=name, showlegend=col == 1),
-                          **where)  # fmt: skip
+            value, low, high = (rows[f"{measure}{end}"] for end in ("", "_low", "_high"))
+            whiskers = {"type": "data", "symmetric": False, "array": (high - value).tolist(),
+                        "arrayminus": (value - low).tolist(), "color": line_color, "width": 3}  # fmt: skip
+            fig.add_trace(go.Scatter(x=x, y=value.tolist(), mode="lines+markers", name=name, error_y=whiskers,
+                                     line={"color": line_color}, legendgroup=name, showlegend=col == 1),
+                          row=1, col=col)  # fmt: skip
     fig.add_hline(y=1 - alpha, line={"dash": "dash", "color": TARGET_COLOR}, row=1, col=1)  # named in the title
     _axes(fig, table, alpha)
     title = (f"Conformal sets per epoch, {score}, α = {alpha:g}<br><sup>calibrated on one half of each epoch's "
-             "validation predictions, judged on the other; band: 95% bootstrap interval</sup>")  # fmt: skip
+             "validation predictions, judged on the other; whiskers: 95% bootstrap interval</sup>")  # fmt: skip
     title_over_plot(fig, title, 30)
     fig.update_layout(height=420 + LEGEND_PX, margin={"b": 40 + LEGEND_PX, "l": 60, "r": 20},
                       legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0})  # fmt: skip
     return fig
+
+
+def _dodge(place: int, n_units: int) -> float:
+    """The x offset of unit `place` of `n_units` at an epoch: side by side within ±0.15 of it."""
+    step = min(0.08, 0.3 / max(n_units - 1, 1))
+    return (place - (n_units - 1) / 2) * step
 
 
 def _axes(fig: go.Figure, table: pd.DataFrame, alpha: float) -> None:
@@ -54,6 +63,6 @@ def _axes(fig: go.Figure, table: pd.DataFrame, alpha: float) -> None:
     fig.update_yaxes(title_text="labels per set", range=[0, tallest * 1.1], row=1, col=2)
     if len(table):
         epochs = table["epoch"]
-        fig.update_xaxes(dtick=1, range=[epochs.min() - 0.15, epochs.max() + 0.15])
+        fig.update_xaxes(dtick=1, range=[epochs.min() - 0.3, epochs.max() + 0.3])
     fig.update_xaxes(title_text="epoch", automargin=True)
     fig.update_yaxes(automargin=True)

@@ -1,4 +1,4 @@
-"""The conformal figure: two panels (coverage with the 1 − α line, mean set size), per unit a line inside its band."""
+"""The conformal figure: two panels (coverage with the 1 − α line, mean set size), per unit a line with whiskers."""
 
 import numpy as np
 import pandas as pd
@@ -22,20 +22,26 @@ def table() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=EPOCH_COLUMNS)
 
 
-def traces(fig, axis: str) -> dict[str, list]:
-    """name -> its trace's y values, for the traces on x axis `axis` ("x" or "x2")."""
-    return {trace.name: list(trace.y) for trace in fig.data if trace.xaxis == axis}
+def traces(fig, axis: str) -> dict[str, object]:
+    """name -> its trace, for the traces on x axis `axis` ("x" or "x2")."""
+    return {trace.name: trace for trace in fig.data if trace.xaxis == axis}
 
 
-def test_two_panels_each_with_a_line_inside_its_band_per_unit(table):
+def test_two_panels_each_with_a_line_and_its_interval_as_whiskers_per_unit_side_by_side(table):
     fig = conformal_epochs_figure(table, 0.1, {"lora": Series("lora")})
     assert [a.text for a in fig.layout.annotations][:2] == ["coverage (dashed: 1 − α = 0.9)", "mean set size"]
     for axis, measure in (("x", "coverage"), ("x2", "set_size")):
         drawn = traces(fig, axis)
+        assert list(drawn) == ["lora", "prefix-tuning"]
         for name, rows in table.groupby("run", sort=False):
-            line, low, high = (np.array(drawn[key]) for key in (name, f"{name} 95% low", f"{name} 95% high"))
-            assert np.array_equal(line, rows[measure].to_numpy())
-            assert np.all(low <= line) and np.all(line <= high) and np.all(low < high)
+            trace = drawn[name]
+            assert np.array_equal(np.array(trace.y), rows[measure].to_numpy())
+            low = np.array(trace.y) - np.array(trace.error_y.arrayminus)
+            high = np.array(trace.y) + np.array(trace.error_y.array)
+            np.testing.assert_allclose(low, rows[f"{measure}_low"], atol=1e-12)
+            np.testing.assert_allclose(high, rows[f"{measure}_high"], atol=1e-12)
+        offsets = [np.array(drawn[name].x) - np.array([1, 2, 3]) for name in drawn]
+        assert offsets[0][0] < 0 < offsets[1][0] and np.all(np.abs(np.concatenate(offsets)) <= 0.15)  # side by side
     lines = [trace for trace in fig.data if trace.name == "lora"]
     assert {trace.line.color for trace in lines} == {color(Series("lora"))}
     assert [trace.showlegend for trace in lines] == [True, False]  # one legend entry per unit
