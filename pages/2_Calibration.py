@@ -96,6 +96,21 @@ def smooth_figure(units: list[Group], labels: list[str], epoch: int, n_resamples
     return figures.smooth_reliability_figure(curves, title, band, series)
 
 
+def plan_panel(judged: list[Group], settings: group_stats.Settings, metric: str, heading: str) -> None:
+    """Beside the differences: how many seeds, or test documents, each would need to be detected."""
+    st.markdown(f"**How many seeds an answer needs** ({heading})")
+    if sum(len(unit.runs) >= 2 for unit in judged) < 2:
+        st.caption("Planning needs two groups of two seeds or more: one run cannot tell the seeds' variance from "
+                   "the test set's.")  # fmt: skip
+        return
+    table = appkit.shared(power.power_table, judged, settings, (metric,))
+    st.table(power.panel_table(table, metric), border="horizontal", hide_index=True)
+    st.caption(f"For each pair: the power this comparison had to detect the difference seen, and the fewest seeds on "
+               f"these documents, or documents at these seeds, that detect it with 80% power at 0.05 over the "
+               f"{len(table)} pairs, if the difference seen is the true one and the seeds' and documents' variances "
+               "stay as the two-level bootstrap separates them here (docs/statistics.md).")  # fmt: skip
+
+
 # ---------------------------------------------------------------- what to show
 chosen = appkit.choose_units("calibration", MAX_DEFAULT_UNITS)
 units, names, series, as_groups, runs = chosen.units, chosen.names, chosen.series, chosen.as_groups, chosen.runs
@@ -110,21 +125,6 @@ right.caption("Runs with fewer finished epochs show their last one.")
 n_resamples = far.radio("Bootstrap resamples", group_stats.RESAMPLE_CHOICES, horizontal=True,
                         help="Resamples of the examples behind every interval; seeded, so numbers repeat.",
                         key="calibration_resamples")  # fmt: skip
-
-
-def plan_panel(judged: list[Group], settings: group_stats.Settings, metric: str, heading: str) -> None:
-    """Beside the differences: how many seeds, or test documents, each would need to be detected."""
-    st.markdown(f"**How many seeds an answer needs** ({heading})")
-    if sum(len(unit.runs) >= 2 for unit in judged) < 2:
-        st.caption("Planning needs two groups of two seeds or more: one run cannot tell the seeds' variance from "
-                   "the test set's.")  # fmt: skip
-        return
-    table = appkit.shared(power.power_table, judged, settings, (metric,))
-    st.table(power.panel_table(table, metric), border="horizontal", hide_index=True)
-    st.caption(f"For each pair: the power this comparison had to detect the difference seen, and the fewest seeds on "
-               f"these documents, or documents at these seeds, that detect it with 80% power at 0.05 over the "
-               f"{len(table)} pairs, if the difference seen is the true one and the seeds' and documents' variances "
-               "stay as the two-level bootstrap separates them here (docs/statistics.md).")  # fmt: skip
 
 
 # ---------------------------------------------------------------- diagrams

@@ -273,6 +273,17 @@ def export_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _power_target_flag(text: str) -> float:
+    """--power-target: a power strictly between 0 and 1."""
+    try:
+        target = float(text)
+    except ValueError:
+        target = float("nan")
+    if not 0 < target < 1:
+        raise argparse.ArgumentTypeError(f"--power-target takes a power between 0 and 1 (0.8), not {text!r}")
+    return target
+
+
 def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("units", nargs="*", metavar="RUN_OR_GROUP",
                         help="run folder names, group keys or method labels (default: every group of the store's "
@@ -299,7 +310,7 @@ def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--power", action="store_true",
                         help="and how many seeds, or test documents, each difference needs to be detected (groups of "
                         "two seeds or more; PREFIX-power.csv)")  # fmt: skip
-    parser.add_argument("--power-target", type=float, default=0.8, metavar="P",
+    parser.add_argument("--power-target", type=_power_target_flag, default=0.8, metavar="P",
                         help="the power --power plans for (default: 0.8), at 0.05 over the pairs (Holm's strictest step)")  # fmt: skip
     parser.add_argument("--csv", type=Path, default=None, metavar="PREFIX",
                         help=f"write PREFIX-summary.csv and PREFIX-pairs.csv (default: {reports_dir()}/report-<time>)")  # fmt: skip

@@ -21,10 +21,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from peftviz.analysis import group_stats
 from peftviz.analysis.group_stats import predictions
 from peftviz.calibration import selective, stats
 from peftviz.calibration.binning import top_label
 from peftviz.calibration.checks import check_inputs
+from peftviz.calibration.estimators import ESTIMATORS
 from peftviz.errors import RunError
 from peftviz.store.runs import Group, Run
 
@@ -99,9 +101,6 @@ SELECTIVE_METRICS = ("aurc", "augrc", "accuracy_at_80", "accuracy_at_90")
 def summary_table(units: list[Group], which="test", n_resamples: int = 1000) -> pd.DataFrame:
     """Unit × the selective estimators (`SELECTIVE_METRICS`), each cell "value [low, high]" as the Calibration
     page's comparison gives it, headed by the estimators' headings."""
-    from peftviz.analysis import group_stats
-    from peftviz.calibration.estimators import ESTIMATORS
-
     result = group_stats.stats_of_groups(units, group_stats.Settings(which, n_resamples=n_resamples), SELECTIVE_METRICS)
     return group_stats.wide_summary(result).rename(
         columns={name: ESTIMATORS[name].heading for name in SELECTIVE_METRICS}

@@ -26,8 +26,9 @@ from peftviz.figures.export import IMAGE_FORMATS, figure_table, file_stem, toolb
 from peftviz.paths import store_dir
 from peftviz.store.runs import Group, Run, group_runs, list_runs, refreshed, run_signature, store_signature
 
-__all__ = ["chart", "choose_units", "document_attention", "lambda_rows", "not_applicable", "options_form", "page", "per_run", "pick_run",
-           "recorded_left_out", "runs", "shared", "show_error", "side_by_side", "trained_model"]  # fmt: skip
+__all__ = ["chart", "choose_units", "document_attention", "lambda_rows", "not_applicable", "options_form", "page",
+           "per_run", "pick_run", "recorded_left_out", "runs", "shared", "show_error", "side_by_side",
+           "trained_model"]  # fmt: skip
 
 # Streamlit collects garbage over the whole heap after every script run (`runner.postScriptGC`), a
 # fragment's too: with torch, transformers, pandas and plotly loaded that is ~500,000 objects, 0.25 s

@@ -23,8 +23,8 @@ from peftviz.figures.palette import Series, color, series_of
 
 MARKED_COVERAGES = (0.8, 0.9)  # the table's "accuracy at 80% / 90% coverage"
 PANEL_PX = 200
-COVERAGE_RANGE = [0, 1.02]
-HOVER = "coverage %{x:.2f} · error rate %{y:.4f}<extra></extra>"  # the curve ends at 1; a little more so its last point is whole
+COVERAGE_RANGE = [0, 1.02]  # the curve ends at 1; a little more so its last point is whole
+HOVER = "coverage %{x:.2f} · error rate %{y:.4f}<extra></extra>"
 
 
 def _highest_drawn(table: pd.DataFrame) -> float:

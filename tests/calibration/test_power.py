@@ -140,3 +140,9 @@ def test_report_power_plans_every_pair_of_a_store_of_seed_groups(seeds_store, tm
     groups = group_stats.select_units(list_runs(seeds_store))
     again = power_analysis.power_table(groups, group_stats.Settings(), ["ece"])
     np.testing.assert_allclose(again["difference"], table.loc[table["metric"] == "ece", "difference"], atol=1e-12)
+
+
+def test_a_power_target_outside_0_1_is_refused_before_any_work(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--power", "--power-target", "2"])
+    assert "--power-target takes a power between 0 and 1 (0.8), not '2'" in capsys.readouterr().err
