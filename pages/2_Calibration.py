@@ -107,8 +107,9 @@ def plan_panel(judged: list[Group], settings: group_stats.Settings, metric: str,
     st.table(power.panel_table(table, metric), border="horizontal", hide_index=True)
     st.caption(f"For each pair: the power this comparison had to detect the difference seen, and the fewest seeds on "
                f"these documents, or documents at these seeds, that detect it with 80% power at 0.05 over the "
-               f"{len(table)} pairs, if the difference seen is the true one and the seeds' and documents' variances "
-               "stay as the two-level bootstrap separates them here (docs/statistics.md).")  # fmt: skip
+               f"{len(table)} pairs in `report`'s test (1,000 resamples), if the difference seen is the true one and "
+               "the seeds' and documents' variances stay as the two-level bootstrap separates them here; with 200 "
+               "resamples those are rougher (docs/statistics.md).")  # fmt: skip
 
 
 # ---------------------------------------------------------------- what to show

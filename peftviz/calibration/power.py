@@ -72,7 +72,8 @@ from peftviz.errors import ConfigError
 
 TARGET = 0.8  # the power a plan aims for unless told otherwise
 ALPHA = 0.05  # the significance level before the correction over pairs
-MAX_SEEDS = 1000  # beyond this a plan says "more than"
+MAX_SEEDS = 1000  # the most seeds a plan looks at; none reaching the target reads "no number of seeds"
+REPORT_RESAMPLES = 1000  # the test a plan is for: `report`'s (with 200, p >= 1/201 can never pass 0.05 / 15 pairs)
 MAX_DOCUMENTS = 10_000_000
 MORE_DOCUMENTS = (1, 2, 5, 10)  # the pilot's documents times these: the seeds a plan gives for each
 _MONTE_CARLO = 4_000  # simulated experiments per power value: its Monte Carlo error is under a point at 80%
@@ -195,7 +196,7 @@ def _p_many_seeds(estimate: np.ndarray, sample_variance: np.ndarray, parts: Vari
 
 
 def power(parts: VarianceComponents, difference: float, n_seeds: int, n_documents: float, alpha: float,
-          n_resamples: int = 1000, seed: int = 0) -> float:  # fmt: skip
+          n_resamples: int = REPORT_RESAMPLES, seed: int = 0) -> float:  # fmt: skip
     """P(`stats.two_level_difference` with `n_resamples` draws calls `difference` significant at `alpha`)
     with `n_seeds` × `n_documents`: Monte Carlo over experiments (seeds' values, the test set's shift)."""
     from scipy.stats import binom
@@ -275,7 +276,7 @@ def simulated_draws(parts: VarianceComponents, difference: float, n_seeds: int, 
 
 
 def simulated_power(parts: VarianceComponents, difference: float, n_seeds: int, n_documents: int, alpha: float,
-                    n_experiments: int = 1000, n_resamples: int = 1000, seed: int = 0) -> float:  # fmt: skip
+                    n_experiments: int = 1000, n_resamples: int = REPORT_RESAMPLES, seed: int = 0) -> float:  # fmt: skip
     """The share of `n_experiments` simulated comparisons (`simulated_draws`) that `stats.two_level_difference`,
     the test `report` runs, calls significant at `alpha`."""
     from threadpoolctl import threadpool_limits

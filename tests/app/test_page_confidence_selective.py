@@ -2,45 +2,33 @@
 AURC, AUGRC and accuracy at 80% / 90% coverage equals the plain loops' values with their two-level interval,
 and the risk–coverage chart draws each group's mean curve."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from peftviz.calibration import selective, stats
 from peftviz.store.runs import group_runs, list_runs
 from tests.support import selective_reference as ref
 from tests.support.helpers import charts, plotly_array, two_level_by_hand
 
-ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages/7_Confidence.py")
 HEADINGS = {"AURC": "aurc", "AUGRC": "augrc", "Accuracy at 80% coverage": "accuracy_at_80",
             "Accuracy at 90% coverage": "accuracy_at_90"}  # fmt: skip
 N_RESAMPLES = 200  # the page's default
-
-
-@pytest.fixture(scope="module")
-def page(seeds_store):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PEFTVIZ_RUNS", str(seeds_store))
-        yield AppTest.from_file(PAGE, default_timeout=300).run()
 
 
 def selective_table(at):
     return next(element.value for element in at.table if set(HEADINGS) <= set(element.value.columns))
 
 
-def test_the_section_shows_the_four_metrics_per_group_without_errors(page):
-    assert not page.exception and not page.error
-    assert page.radio(key="selective_split").value == "test (best epoch)"
-    table = selective_table(page)
+def test_the_section_shows_the_four_metrics_per_group_without_errors(confidence_page):
+    assert not confidence_page.exception and not confidence_page.error
+    assert confidence_page.radio(key="selective_split").value == "test (best epoch)"
+    table = selective_table(confidence_page)
     assert list(table.columns) == ["unit", "seeds", *HEADINGS] and len(table) == 6
     assert set(table["seeds"]) == {"0,1"}
 
 
-def test_a_groups_cells_are_the_plain_loops_with_the_two_level_interval(page, seeds_store):
-    table = selective_table(page).set_index("unit")
+def test_a_groups_cells_are_the_plain_loops_with_the_two_level_interval(confidence_page, seeds_store):
+    table = selective_table(confidence_page).set_index("unit")
     group = next(g for g in group_runs(list_runs(seeds_store)) if g.label == "prefix-propagation")
     predictions = [run.predictions("test") for run in group.runs]
     rows = stats.resample_indices(len(predictions[0][1]), N_RESAMPLES, seed=0)
@@ -51,8 +39,8 @@ def test_a_groups_cells_are_the_plain_loops_with_the_two_level_interval(page, se
         assert table.loc["prefix-propagation", heading] == f"{values.mean():.4f} [{low:.4f}, {high:.4f}]", heading
 
 
-def test_the_risk_coverage_chart_draws_each_groups_mean_risk(page, seeds_store):
-    spec = charts(page)["risk-coverage"]
+def test_the_risk_coverage_chart_draws_each_groups_mean_risk(confidence_page, seeds_store):
+    spec = charts(confidence_page)["risk-coverage"]
     traces = {trace["name"]: trace for trace in spec["data"]}
     groups = group_runs(list_runs(seeds_store))
     assert {g.label for g in groups} <= set(traces)
@@ -69,7 +57,7 @@ def test_the_risk_coverage_chart_draws_each_groups_mean_risk(page, seeds_store):
     assert sorted({shape["x0"] for shape in spec["layout"]["shapes"]}) == [0.8, 0.9]
 
 
-def test_judged_on_validation_the_section_still_draws(page):
-    page.radio(key="selective_split").set_value("validation (last epoch)").run()
-    assert not page.exception and not page.error
-    assert len(selective_table(page)) == 6
+def test_judged_on_validation_the_section_still_draws(confidence_page):
+    confidence_page.radio(key="selective_split").set_value("validation (last epoch)").run()
+    assert not confidence_page.exception and not confidence_page.error
+    assert len(selective_table(confidence_page)) == 6

@@ -2,6 +2,7 @@
 (simulated and stored predictions, through the analysis functions the Confidence page calls), the bootstrap, and
 bad input."""
 
+import os
 import warnings
 
 import numpy as np
@@ -200,3 +201,20 @@ def test_different_class_counts_an_empty_calibration_set_and_an_unknown_score_ar
         conformal.conformal_sets(np.empty((0, 3)), np.empty(0, int), probs, labels, 0.1, "lac")
     with pytest.raises(ConfigError, match="unknown conformal score 'raps'"):
         conformal.conformal_sets(probs, labels, probs, labels, 0.1, "raps")
+
+
+@pytest.mark.long
+def test_the_page_numbers_equal_mapies_on_every_run_of_a_quick_store(monkeypatch):
+    """On a store of real runs (PEFTVIZ_QUICK_STORE, e.g. `compare --preset quick --seeds 3`): every run's
+    test coverage and mean set size as the page shows them, both scores, equal MAPIE's (handed MAPIE's U)."""
+    store = os.environ.get("PEFTVIZ_QUICK_STORE")
+    if not store:
+        pytest.skip("set PEFTVIZ_QUICK_STORE to a store of quick-preset runs")
+    runs = [run for run in list_runs(store) if run.status == "complete"]
+    monkeypatch.setattr(conformal, "uniforms", lambda n, seed=0, stream=0: mapie_u(n))
+    for run in runs:
+        for score in ("lac", "aps"):
+            shown = analysis.conformal_summary(run, 0.1, score, 10).iloc[0]
+            coverage, size = mapie_at_test(run, 0.1, score)[:2]
+            assert (shown.coverage, shown.set_size) == pytest.approx((coverage, size), abs=1e-12), (run.name, score)
+    assert runs
