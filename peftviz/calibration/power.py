@@ -27,19 +27,21 @@ of the difference of the two methods' means over the document rows.
 The test being planned for is the one `report` runs: the two-level bootstrap of Δ with the shifted
 p-value (`stats.two_level_difference`), at α divided by the number of pairs (Holm's first step, so a
 planned design detects the difference whatever the other pairs do; Holm's later steps are less strict).
-Its rejection region is modelled as |Δ̂| > z_{1−α'/2} √V̂, where the bootstrap's variance V̂ is random
-through the seeds' sample variance: resampling S seeds gives (S − 1)/S of their sample variance s²
-(s² ~ (σ²_seed + k σ²_inter) χ²_{S−1} / (S − 1), k = N₀/N, independent of Δ̂ for normal seeds), and
-resampling documents adds k (σ²_docs + σ²_inter / S):
-
-    V̂ = (S − 1)/S · s² / S + k (σ²_docs + σ²_inter / S)
-
-`power` integrates that by Monte Carlo with common random numbers (so power rises smoothly with S and
-N); `recommend` finds the fewest seeds at the pilot's documents, and the fewest documents at the pilot's
-seeds, that reach the target. With few seeds the bootstrap's seed part is too narrow ((S − 1)/S and
-the χ² spread), which makes it reject more often than a t-test would; modelling V̂ so plans for the
-test as it is. `simulated_power` checks a design against the real test on simulated seeds × documents
-(tests/calibration/test_power.py; docs/statistics.md gives the numbers and the command).
+Its power is integrated by Monte Carlo over experiments (`power`): each draws the seeds' differences
+d_s = δ + b + a_s + c_s (the shared test-set part b ~ N(0, k σ²_docs), k = N₀ / N; each seed's own part
+~ N(0, σ²_seed + k σ²_inter)) and takes the p-value the bootstrap converges to for them: the chance that
+a draw lies |Δ̂| or further from Δ̂, a draw being the mean deviation of a resample of the seeds plus the
+documents' normal noise, k (σ²_docs + σ²_inter Σ_s m_s² / S²) for a resample holding seed s m_s times.
+Up to `EXACT_SEEDS` seeds every resample of them is enumerated, with its probability; beyond, their
+mean is normal with variance s²/S (s² the seeds' variance with 1/S). `report`'s R = 1,000 draws then
+count the far ones binomially, and p = (1 + count) / (1 + R) < α' decides. This is the few-seeds
+behaviour the bootstrap has: its seed part is too narrow ((S − 1)/S of the variance, only S^S
+resamples), so with 3 seeds it rejects more often than a t-test would, false alarms included; the
+model plans for the test as it is. Common random numbers make power rise smoothly with S and N;
+`recommend` finds the fewest seeds at the pilot's documents (and at 2, 5 and 10 times them), and the
+fewest documents at the pilot's seeds, that reach the target. `simulated_power` checks a design
+against the real test on simulated seeds × documents (tests/calibration/test_power.py;
+docs/statistics.md gives the numbers and the command).
 
 Assumptions, stated in docs/statistics.md too: the difference seen in the pilot is the one to detect
 (a pilot's difference is itself noisy; a smaller one needs more); new seeds and documents come from
