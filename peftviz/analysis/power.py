@@ -113,7 +113,8 @@ def markdown(table: pd.DataFrame) -> str:
         return "How many seeds: no pair of units with two seeds or more each to plan from."
     first, n_pairs = table.iloc[0], len(table.drop_duplicates(["a", "b"]))
     heading = (f"How many seeds and documents each difference needs: power {first.target:.0%} at α "
-               f"{first.alpha_per_pair * n_pairs:.3g} / {n_pairs} pairs = {first.alpha_per_pair:.3g} (Holm's strictest "
+               f"{first.alpha_per_pair * n_pairs:.3g} / {n_pairs} pair{'s' if n_pairs > 1 else ''} = "
+               f"{first.alpha_per_pair:.3g} (Holm's strictest "
                "step), for the two-level bootstrap test above, if the difference seen is the true one "
                '(docs/statistics.md, "How many seeds an answer needs").')  # fmt: skip
     lines = [heading, ""]
