@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from peftviz.analysis.calibration import finished_epochs
+from peftviz.analysis.group_stats import seeds_cell
 from peftviz.calibration import conformal, stats
 from peftviz.errors import RunError
 from peftviz.store.runs import Group, Run
@@ -28,7 +29,7 @@ from peftviz.store.runs import Group, Run
 SPLIT_SEED = 0  # the halves of the validation predictions over epochs
 MEASURES = ("coverage", "set_size")
 SUMMARY_COLUMNS = ("run", "score", "alpha", "coverage", "coverage_low", "coverage_high", "set_size", "set_size_low",
-                   "set_size_high", "n_calibration", "n_evaluated", "n_seeds")  # fmt: skip
+                   "set_size_high", "n_calibration", "n_evaluated", "n_seeds", "seeds")  # fmt: skip
 EPOCH_COLUMNS = ("run", "epoch", *SUMMARY_COLUMNS[1:])
 
 
@@ -64,7 +65,8 @@ def _row(group: Group, found: list[conformal.ConformalSets], level: float, seed:
         draws = np.stack([getattr(sets, f"{measure}_draws") for sets in found])  # (S, R)
         unit = stats.SeedDraws(tuple(group.seeds), np.array([getattr(sets, measure) for sets in found]), draws)
         row[measure], row[f"{measure}_low"], row[f"{measure}_high"] = stats.two_level_interval(unit, level, seed)
-    row.update(n_calibration=found[0].n_calibration, n_evaluated=len(found[0].covered), n_seeds=len(found))
+    row.update(n_calibration=found[0].n_calibration, n_evaluated=len(found[0].covered), n_seeds=len(found),
+               seeds=",".join(map(str, group.seeds)))  # fmt: skip
     return row
 
 
@@ -97,6 +99,7 @@ def summary_cells(table: pd.DataFrame) -> pd.DataFrame:
         return [f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
                 zip(table[measure], table[f"{measure}_low"], table[f"{measure}_high"])]  # fmt: skip
 
-    return pd.DataFrame({"unit": table["run"], "seeds": table["n_seeds"], "test coverage": cell("coverage"),
+    seeds = [seeds_cell(text.split(",")) for text in table["seeds"]]  # as every other table names them
+    return pd.DataFrame({"unit": table["run"], "seeds": seeds, "test coverage": cell("coverage"),
                          "mean set size": cell("set_size"), "calibrated on": table["n_calibration"],
                          "judged on": table["n_evaluated"]})  # fmt: skip

@@ -18,7 +18,7 @@ def table() -> pd.DataFrame:
             rows.append({"run": name, "epoch": epoch, "score": "aps", "alpha": 0.1, "coverage": coverage,
                          "coverage_low": coverage - 0.04, "coverage_high": min(coverage + 0.04, 1.0),
                          "set_size": size, "set_size_low": size - 0.2, "set_size_high": size + 0.25,
-                         "n_calibration": 100, "n_evaluated": 100, "n_seeds": 2})  # fmt: skip
+                         "n_calibration": 100, "n_evaluated": 100, "n_seeds": 2, "seeds": "0,1"})  # fmt: skip
     return pd.DataFrame(rows, columns=EPOCH_COLUMNS)
 
 
