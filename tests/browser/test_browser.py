@@ -300,7 +300,16 @@ def test_the_tour_steps_with_the_arrow_keys(server, browser):
 def test_a_new_servers_first_visitor_gets_the_apps_pages_at_any_link(smoke_store, browser, first_visit):
     """Streamlit's older folder mode resolved a server's first request by file name: "/home" was
     not found, and a first link to a page gave a menu of file names ("app" …) until "/" was opened."""
-    menu = ["Home", "Tour", "Train", "Calibration", "Attention", "Kernel", "Tiny-attention heads"]  # app.py's
+    menu = [
+        "Home",
+        "Tour",
+        "Train",
+        "Calibration",
+        "Confidence",
+        "Attention",
+        "Kernel",
+        "Tiny-attention heads",
+    ]  # app.py's
     with serving(smoke_store) as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(f"{url}/{first_visit}", wait_until="domcontentloaded")
