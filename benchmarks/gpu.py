@@ -99,6 +99,7 @@ from peftviz.modeling import longformer
 from peftviz.modeling.backbones import tiny_encoder
 from peftviz.modeling.longformer import LongEncoder
 from peftviz.modeling.model import build_classifier
+from peftviz.sweep.cost import StepTimes, save_step_times
 
 METHODS = ("fine-tuning", "prefix-tuning", "prefix-propagation", "kernel-prefix-propagation")
 PREFIX_LENGTH = 8  # the paper's j (Table 5)
@@ -456,7 +457,7 @@ class Run:
         data = self.meta | {"peak_tflops": self.peak, "rows": self.rows}
         write_bytes_atomic(self.out / "gpu.json", json.dumps(data, indent=1).encode())
         write_bytes_atomic(self.out / "gpu.md", markdown(self.meta, self.rows).encode())
-        write_bytes_atomic(self.out / "step_times.json", json.dumps(step_times(data), indent=1).encode())
+        save_step_times(step_times(data), self.out / "step_times.json")
 
     def estimate(self, T: int, B: int) -> float | None:
         """A case's seconds: the last case's untimed part (building, warm-ups, compiling) plus its timed part
@@ -470,7 +471,7 @@ class Run:
 ROWS = (*METHODS, PEER)
 
 
-def step_times(data: dict) -> dict:
+def step_times(data: dict) -> StepTimes:
     """gpu.json's rows as the step-time table a plan reads (`python -m peftviz compare ... --plan --step-times
     FILE`, `peftviz.sweep.cost.load_step_times`): each method's training step and its inference on the blocks
     path, at each case's T, for the cases of the batch most cases share. AdamW's step is inside each step's time,
@@ -481,16 +482,18 @@ def step_times(data: dict) -> dict:
     batch = max(set(batches), key=batches.count) if rows else 0
     rows = [r for r in rows if r["B"] == batch]
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    lengths = sorted({r["T"] for r in rows})
-    return {
-        "device": f"cuda ({data['device']})" if data["device"] != "CPU" else "cpu", "model": "allenai/longformer-base-4096",
-        "precision": "bf16" if data["precision"].startswith("bf16") else "fp32", "batch_size": batch,
-        "architecture": "Longformer-base-4096's shape, random weights (benchmarks/gpu.py)", "lengths": lengths,
-        "steps": data["repeats"], "warmups": data["warmups"], "optimizer": dict.fromkeys(methods, 0.0),
-        "forward_backward": {m: {r["T"]: r["step_s"] for r in rows if r["method"] == m} for m in methods},
-        "inference": {m: {r["T"]: r["inference"]["blocks"]["s"] for r in rows if r["method"] == m} for m in methods},
-        "notes": [f"step times of benchmarks/gpu.py, {data['date']}: `{data['command']}`; AdamW inside each step"],
-    }  # fmt: skip
+    return StepTimes(
+        device=f"cuda ({data['device']})" if data["device"] != "CPU" else "cpu",
+        precision="bf16" if data["precision"].startswith("bf16") else "fp32",
+        model="allenai/longformer-base-4096",
+        architecture="Longformer-base-4096's shape, random weights (benchmarks/gpu.py)",
+        batch_size=batch, lengths=tuple(sorted({r["T"] for r in rows})), steps=data["repeats"],
+        forward_backward={m: {r["T"]: r["step_s"] for r in rows if r["method"] == m} for m in methods},
+        optimizer=dict.fromkeys(methods, 0.0),
+        inference={m: {r["T"]: r["inference"]["blocks"]["s"] for r in rows if r["method"] == m} for m in methods},
+        notes=[f"step times of benchmarks/gpu.py, {data['date']}: `{data['command']}`; AdamW inside each step"],
+        warmups=data["warmups"],
+    )  # fmt: skip
 
 
 def run_case(T: int, B: int, encoder: LongEncoder, bench: Bench, run: Run) -> None:
@@ -645,8 +648,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = arguments(argv)
     if args.step_times_of:
-        times = step_times(json.loads(args.step_times_of.read_text()))
-        write_bytes_atomic(args.out / "step_times.json", json.dumps(times, indent=1).encode())
+        save_step_times(step_times(json.loads(args.step_times_of.read_text())), args.out / "step_times.json")
         return
     device = torch.device("cpu" if args.test or not torch.cuda.is_available() else "cuda")
     bench = Bench(device, device.type == "cuda", max(args.warmups, 1), args.repeats, args.pairs, args.budget_s)
