@@ -13,9 +13,7 @@ Each timing is the median of --repeats runs. Prints markdown.
 """
 
 import argparse
-import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: the project's tests/ holds MAPIE's lookup estimator
+from benchmarks.smooth_ece import median_seconds  # the smooth ECE benchmark's timing
 from tests.support.mapie_reference import lookup
 
 
@@ -57,15 +56,6 @@ def vectorized(cal_probs, cal_labels, eval_probs, eval_labels, alpha, score, n_r
 
     found = conformal_sets(cal_probs, cal_labels, eval_probs, eval_labels, alpha, score, n_resamples)
     return np.stack([found.coverage_draws, found.set_size_draws], axis=1)
-
-
-def median_seconds(function, args, repeats: int) -> tuple[float, np.ndarray]:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        values = function(*args)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), values
 
 
 def main() -> None:
