@@ -68,14 +68,12 @@ def _same_examples(unit: Group, labels: list[np.ndarray]) -> None:
 
 
 def group_band(values: np.ndarray, draws: np.ndarray, level: float, seed: int) -> tuple[np.ndarray, ...]:
-    """(mean, low, high), each (G,), of seeds' values (S, G) and draws (S, R, G): the two-level interval
-    (`stats.two_level_interval`) at every grid point, all points on the same seed rows."""
-    n_seeds, n_resamples = draws.shape[:2]
-    rows = stats.seed_rows(n_seeds, n_resamples, seed)  # (R, S)
-    resampled = draws[rows, np.arange(n_resamples)[:, None]].mean(axis=1)  # (R, G): m*_r per grid point
-    mean = values.mean(axis=0)
-    bounds = [stats.interval_around(m, resampled[:, g], level) for g, m in enumerate(mean)]
-    low, high = (np.array(side) for side in zip(*bounds))
+    """(mean, low, high), each (G,), of seeds' values (S, G) and draws (S, R, G): `stats.two_level_interval`
+    at every grid point, every point on the same seed rows (one seed)."""
+    seeds = tuple(range(values.shape[0]))
+    bounds = [stats.two_level_interval(stats.SeedDraws(seeds, values[:, g], draws[:, :, g]), level, seed)
+              for g in range(values.shape[1])]  # fmt: skip
+    mean, low, high = (np.array(side) for side in zip(*bounds))
     return mean, low, high
 
 
