@@ -27,7 +27,6 @@ from peftviz.calibration import selective, stats
 from peftviz.calibration.binning import top_label
 from peftviz.calibration.checks import check_inputs
 from peftviz.calibration.estimators import ESTIMATORS
-from peftviz.errors import RunError
 from peftviz.store.runs import Group, Run
 
 TABLE_COLUMNS = ("run", "coverage", "risk", "low", "high", "n")
@@ -46,25 +45,12 @@ def risk_draws(probs, labels, coverages: np.ndarray, indices: np.ndarray) -> np.
     return np.concatenate(parts)
 
 
-def run_risks(
-    run: Run, which, coverages: np.ndarray, n_resamples: int, seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One run's labels (N,), risk on all its predictions (G,) and on every resample row (R, G)."""
+def run_risks(run: Run, which, coverages: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One run's risk on all its predictions (G,) and on every resample row (R, G)."""
     probs, labels = predictions(run, which)
     identity = np.arange(labels.shape[0])[None, :]
-    value = risk_draws(probs, labels, coverages, identity)[0]
-    return (
-        labels,
-        value,
-        risk_draws(probs, labels, coverages, stats.resample_indices(labels.shape[0], n_resamples, seed)),
-    )
-
-
-def _same_examples(unit: Group, labels: list[np.ndarray]) -> None:
-    """RunError unless every run of the group was judged on the same examples (the two-level bootstrap pairs them)."""
-    for run, found in zip(unit.runs[1:], labels[1:]):
-        if found.shape != labels[0].shape or not np.all(found == labels[0]):
-            raise RunError(f"runs {unit.runs[0].name} and {run.name} were not evaluated on the same examples")
+    rows = stats.resample_indices(labels.shape[0], n_resamples, seed)
+    return risk_draws(probs, labels, coverages, identity)[0], risk_draws(probs, labels, coverages, rows)
 
 
 def group_band(values: np.ndarray, draws: np.ndarray, level: float, seed: int) -> tuple[np.ndarray, ...]:
@@ -84,10 +70,10 @@ def risk_coverage_table(unit: Group, which="test", n_resamples: int = 1000, leve
     the group's label)."""
     stats.check_resampling(n_resamples, level)
     coverages = selective.coverage_grid(n_points)
+    group_stats.same_examples([unit], group_stats.Settings(which))  # the two-level bootstrap pairs them
     found = [run_risks(run, which, coverages, n_resamples, seed) for run in unit.runs]
-    _same_examples(unit, [labels for labels, _, _ in found])
-    values = np.stack([value for _, value, _ in found])  # (S, G)
-    draws = np.stack([run_draws for _, _, run_draws in found])  # (S, R, G)
+    values = np.stack([value for value, _ in found])  # (S, G)
+    draws = np.stack([run_draws for _, run_draws in found])  # (S, R, G)
     risk, low, high = group_band(values, draws, level, seed)
     return pd.DataFrame({"run": name or unit.label, "coverage": coverages, "risk": risk, "low": low, "high": high,
                          "n": len(unit.runs)})[list(TABLE_COLUMNS)]  # fmt: skip

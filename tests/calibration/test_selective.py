@@ -227,8 +227,8 @@ def test_a_groups_band_is_the_two_level_interval_at_every_point(seeds_store):
     coverages = selective.coverage_grid()
     per_run = [analysis.run_risks(run, "test", coverages, 30, 0) for run in group.runs]
     for g in (0, 49, 79, 99):
-        unit = stats.SeedDraws(tuple(group.seeds), np.array([v[g] for _, v, _ in per_run]),
-                               np.stack([d[:, g] for _, _, d in per_run]))  # fmt: skip
+        unit = stats.SeedDraws(tuple(group.seeds), np.array([v[g] for v, _ in per_run]),
+                               np.stack([d[:, g] for _, d in per_run]))  # fmt: skip
         want = stats.two_level_interval(unit, stats.LEVEL, 0)
         got = table.iloc[g][["risk", "low", "high"]].to_numpy(dtype=float)
         assert np.allclose(got, want, rtol=0, atol=TIGHT), g
