@@ -136,8 +136,8 @@ def variance_components(a: SeedDraws, b: SeedDraws, n_documents: int) -> Varianc
     a, b = a.in_seed_order(), b.in_seed_order()
     if a.seeds == b.seeds:
         n_seeds = len(a.seeds)
-        inter = _interaction(*_document_parts(a.draws - b.draws), n_seeds)
-        of_mean = _document_parts(a.draws - b.draws)[1]
+        within, of_mean = _document_parts(a.draws - b.draws)  # (S, R) paired differences
+        inter = _interaction(within, of_mean, n_seeds)
         seed = float(np.var(a.values - b.values, ddof=1)) - inter
         return VarianceComponents(max(0.0, seed), max(0.0, of_mean - inter / n_seeds), inter, n_documents, n_seeds)
     inter_a = _interaction(*_document_parts(a.draws), len(a.seeds))
