@@ -4,7 +4,8 @@ import os
 
 import streamlit as st
 
-from peftviz.analysis.group_stats import group_row
+from peftviz.analysis.calibration import groups_left_out
+from peftviz.analysis.group_stats import Settings, group_row
 from peftviz.analysis.run_labels import measured_minutes, shown_run_row
 from peftviz.app import appkit, jobpanel
 from peftviz.methods import describe_methods
@@ -44,6 +45,8 @@ GROUP_COLUMN_CONFIG = {
     "test accuracy": st.column_config.TextColumn(width=150),
     "test ECE": st.column_config.TextColumn(width=150),
 }  # fmt: skip
+RESUME = ".venv/bin/peftviz train --resume RUN"  # as the README names the console command
+REPORT = Settings()  # the groups table's numbers: `report`'s at its defaults
 # the quick comparison's method sets (`compare --methods`), as the radio names them
 SET_LABELS = {
     "paper": "the papers' methods",
@@ -62,7 +65,7 @@ def status_note(runs) -> str:
     if "incomplete" in statuses:
         resumable = any(run.status == "incomplete" and run.trained_here for run in runs)
         notes.append("Incomplete runs were stopped (their writer is gone); their finished epochs load" +
-                     (", and `python -m peftviz train --resume RUN` continues one trained here." if resumable else "."))  # fmt: skip
+                     (f", and `{RESUME}` continues one trained here." if resumable else "."))  # fmt: skip
     return " ".join(notes)
 
 
@@ -109,9 +112,13 @@ if runs:
             rows = [appkit.per_run(group_row, group) for group in groups]  # cached until a run changes
         st.dataframe(rows, hide_index=True, width="stretch", column_config=GROUP_COLUMN_CONFIG)
         st.caption("Runs that differ only in the training seed. Test accuracy and ECE of the best epoch's models, "
-                   "as `report` and the Calibration page give them: the mean over the seeds that finished "
-                   "(complete) [95% interval from the two-level bootstrap over seeds and test documents; one run: "
-                   "over its test documents]. The Calibration page compares the groups with significance tests.")  # fmt: skip
+                   "as `report` gives them at its defaults and the Calibration page at the same settings: the mean "
+                   "over the seeds that finished (complete) [95% interval from the two-level bootstrap over seeds "
+                   f"and test documents, {REPORT.n_resamples:,} resamples, seed {REPORT.seed}, {REPORT.n_bins} "
+                   "equal-width bins; one run: over its test documents]. The Calibration page compares the groups "
+                   "with significance tests.")  # fmt: skip
+        for line in appkit.shared(groups_left_out, runs, groups):  # one line per reason, naming the runs
+            st.caption(line)
 else:
     st.info(f"No runs in {where} yet.")
 

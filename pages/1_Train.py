@@ -93,8 +93,12 @@ except PeftvizError as err:  # a peft type whose defaults peft refuses (X-LoRA's
     st.stop()
 with right:
     with st.expander("Training settings", expanded=True):
-        # a preset with settings of its own per dataset (paper-long: 20 epochs on hyperpartisan) refills the form
-        form = f"train.{preset}.{method}" + (f".{dataset}" if preset in PRESET_DATASET_SETTINGS else "")
+        st.caption("A setting you change stays when you change the method; one you leave follows the method's "
+                   "own default (the learning rate). A preset fills in all of them anew.")  # fmt: skip
+        # keyed by the preset, not the method: another method keeps these settings (`options_form` lets one left
+        # at its default follow the new one). A preset with settings of its own per dataset (paper-long: 20
+        # epochs on hyperpartisan) refills the form
+        form = f"train.{preset}" + (f".{dataset}" if preset in PRESET_DATASET_SETTINGS else "")
         settings = appkit.options_form(TrainConfig, defaults.to_dict(), key=form, only=SETTINGS,
                                        labels=LABELS)  # fmt: skip
         n_seeds = int(st.number_input(
@@ -143,7 +147,9 @@ def import_form(preset: str, dataset: str | None) -> None:
         try:
             if not dataset:
                 raise DataError("choose a dataset first")
-            check_source(source.strip())
+            check_source(source.strip())  # as `peftviz import` finds it: a hub id while the hub is off, in the cache
+            if base.strip():
+                check_model(base.strip())  # the base an adapter goes on: a folder, or a hub id it can have
             load_data(dataset, limit=PRESETS[preset].get("limit"))
             settings = {"dataset": dataset, "seed": int(seed)}
             jobpanel.submit([], imports=[ImportRequest(source.strip(), settings, preset, base.strip() or None)])

@@ -28,15 +28,9 @@ appkit.page(
 )
 
 
-def ece_curve(unit: Group, n_bins, scheme, n_resamples, name):
-    if len(unit.runs) == 1:
-        return analysis.ece_over_epochs(unit.runs[0], n_bins, scheme, n_resamples, name)
-    return analysis.group_ece_over_epochs(unit, n_bins, scheme, name, n_resamples)
-
-
 def ece_figure(units: list[Group], labels: list[str], n_bins, scheme, n_resamples, band: str, epoch: int, series):
-    """The units' ECE over epochs (`ece_curve`, cached per unit) in one figure."""
-    curves = pd.concat([appkit.per_run(ece_curve, unit, n_bins, scheme, n_resamples, label)
+    """The units' ECE over epochs (`analysis.unit_ece_over_epochs`, cached per unit) in one figure."""
+    curves = pd.concat([appkit.per_run(analysis.unit_ece_over_epochs, unit, n_bins, scheme, n_resamples, label)
                         for unit, label in zip(units, labels)])  # fmt: skip
     return figures.ece_over_epochs_figure(curves, scheme, n_bins, band, epoch, series)
 
@@ -83,13 +77,15 @@ def build_tables(units: list[Group], settings: group_stats.Settings, metrics: tu
 
 
 def smooth_figure(units: list[Group], labels: list[str], epoch: int, n_resamples: int, title: str, band: str, series):
-    """Each unit's smoothed reliability curve (a group: its seeds' mean, banded over the seeds) in one figure."""
+    """Each unit's smoothed reliability curve (a group: its seeds' mean and curves, banded over the seeds from
+    `analysis.MIN_BAND_SEEDS` on) in one figure."""
     curves = {  # a group is banded over its seeds, so its runs need no bootstrap band of their own
         label: analysis.group_mean_curve(
             [
                 appkit.per_run(analysis.smooth_diagram, run, epoch, n_resamples, 0, len(unit.runs) == 1)
                 for run in unit.runs
-            ]
+            ],
+            seeds=unit.seeds,
         )
         for unit, label in zip(units, labels)
     }
@@ -169,28 +165,35 @@ if not as_groups:
                        help="Top-label: each prediction's confidence against whether it is right. Classwise: "
                        "one diagram per class k, p_k against whether the example is of class k.")  # fmt: skip
     (classwise_diagrams if diagram == CLASSWISE else top_label_diagrams)(runs)
-band = f"95% bootstrap over {n_resamples} resamples of the examples"
-if as_groups:
-    band = f"groups: 95% t-interval of the mean over seeds; a group of one run: {band}"
+band = f"95% bootstrap over {n_resamples} resamples of the examples"  # a run's; the figure says a group's
 title = f"Smooth reliability diagram (relplot) · epoch {epoch} validation"
+at_epoch = analysis.seeds_at(units, epoch)  # a group's mean is of the seeds that finished this epoch
+appkit.show_left_out(at_epoch)
 try:
+    if not at_epoch.units:
+        raise RunError(at_epoch.nothing_left())
     with st.spinner("Smoothing the reliability curves…"):
         smooth = appkit.shared(
-            smooth_figure, units, [names[u.key] for u in units], epoch, n_resamples, title, band, series
-        )
+            smooth_figure, at_epoch.units, [names[u.key] for u in at_epoch.units], epoch, n_resamples, title, band,
+            series,
+        )  # fmt: skip
 except PeftvizError as err:
     appkit.show_error(err)
 else:
     appkit.chart(smooth, "smooth-reliability")
+    few = analysis.MIN_BAND_SEEDS
     st.caption("Kernel-smoothed accuracy against confidence, with the bandwidth that relplot's smooth ECE "
                "chooses: no bins to choose. The curve is drawn where about one prediction or more lies within one "
-               "bandwidth; where a run made no predictions there is nothing to smooth.")  # fmt: skip
+               "bandwidth; where a run made no predictions there is nothing to smooth."
+               + (f" A group of fewer than {few} seeds has no band: the t-interval of two seeds' mean is ±6.4 times "
+                  "their curves' gap (t at one degree of freedom is 12.7), too few seeds for a band, so its seeds' "
+                  "curves are drawn instead." if any(1 < len(u.runs) < few for u in at_epoch.units) else ""))  # fmt: skip
 
 st.subheader("ECE over epochs")
 drawn = []
 for unit in units:
     try:
-        appkit.per_run(ece_curve, unit, n_bins, scheme, n_resamples, names[unit.key])
+        appkit.per_run(analysis.unit_ece_over_epochs, unit, n_bins, scheme, n_resamples, names[unit.key])
         drawn.append(unit)
     except PeftvizError as err:
         appkit.show_error(err)
@@ -200,6 +203,8 @@ if drawn:
     figure = appkit.shared(ece_figure, drawn, [names[u.key] for u in drawn], n_bins, scheme, n_resamples, band, epoch,
                            series)  # fmt: skip
     appkit.chart(figure, "ece-over-epochs")
+    if line := analysis.short_groups_line(drawn):  # an epoch only some seeds finished is not drawn
+        st.caption(line)
 
 # ---------------------------------------------------------------- comparison
 st.subheader("Comparison")
@@ -210,13 +215,9 @@ metrics = st.multiselect("Metrics", list(estimators.ESTIMATORS), default=list(es
                          format_func=lambda name: estimators.ESTIMATORS[name].heading, key="calibration_metrics",
                          help="None chosen: the defaults.") or list(estimators.DEFAULT_METRICS)  # fmt: skip
 settings = group_stats.Settings("test" if split.startswith("test") else epoch, n_bins, scheme, n_resamples)
-judging = analysis.judgeable(units, settings.which)
+judging = analysis.judgeable(units, settings.which, one_split=True)
 judged = judging.units
-if judging.unfinished:
-    left_out = ", ".join(names[u.key] for u in judging.unfinished)
-    st.caption(f"Left out of the comparison: {left_out} (no test predictions: they are written when a run finishes).")
-for line in judging.damaged:  # one line per run, naming its file and what is wrong with it
-    appkit.show_error(line)
+appkit.show_left_out(judging)  # runs on other data, not written yet or damaged: one line per reason
 try:
     if not judged:
         raise RunError(judging.nothing_left())
@@ -226,9 +227,11 @@ except PeftvizError as err:
 else:
     stats = shown["stats"]
     st.table(shown["summary"], border="horizontal", hide_index=True)
-    st.caption("Each cell: value [95% interval]. One run: bootstrap over the examples. Several seeds: mean "
-               "over seeds, with a bootstrap that resamples the seeds and the test examples together, so the "
-               "interval holds both the training randomness and the test set's own noise.")  # fmt: skip
+    st.caption(f"Each cell: value [95% interval, from {n_resamples:,} bootstrap resamples, seed 0]. One run: "
+               "bootstrap over the examples. Several seeds: mean over seeds, with a bootstrap that resamples the "
+               "seeds and the test examples together, so the interval holds both the training randomness and the "
+               f"test set's own noise. {appkit.report_note(settings)}"
+               + (f" {note}" if (note := analysis.below_zero_note(stats.summary)) else ""))  # fmt: skip
     if shown["pairs"] is not None:
         st.table(shown["pairs"], border="horizontal", hide_index=True)
         st.caption("Differences A − B; * marks a difference significant at 5% after Holm's correction over the "
@@ -265,6 +268,8 @@ if with_test:
         appkit.show_error(err)
     else:
         st.dataframe(appkit.shared(analysis.recalibration_wide, table), hide_index=True, key="recalibration-table")
+        if note := analysis.below_zero_note(table):
+            st.caption(note)
         appkit.chart(appkit.shared(figures.recalibration_figure, result), "recalibration")
         st.caption(
             f"Each map is fitted on the validation predictions of epoch {result.fitted_on_epoch}, the best epoch, "

@@ -100,8 +100,8 @@ candidates = tiny_heads.multi_head_first(all_runs)  # opens on a multi-head run:
 if not candidates:
     st.info("No runs with attention heads to average in the store yet: train one on the Home or Train page.")
     st.stop()
-run = st.selectbox("Tiny-attention run", candidates, format_func=appkit.run_label, key="tiny_heads_run",
-                   help="Heads and similarity are per run; the members of a group differ in the seed.")  # fmt: skip
+run = appkit.pick_run("Tiny-attention run", candidates, key="tiny_heads_run",
+                     help="Heads and similarity are per run; the members of a group differ in the seed.")  # fmt: skip
 try:
     layers = run_weights(run)
 except PeftvizError as err:

@@ -17,6 +17,7 @@ from peftviz.figures import kernel as kernel_figures
 from peftviz.figures import palette
 from peftviz.figures import tiny_heads as tiny_figures
 from peftviz.figures.tour import ece_panels_figure, presentable, trainable_figure
+from peftviz.store.runs import group_runs
 
 # projector legibility: larger body text and equations, less chrome; the heading shrinks with the
 # window so a step's title stays on one line and its figure above the fold of a 720-pixel window
@@ -59,11 +60,19 @@ def kernel_figure(runs, in_store):
 
 
 def calibration_figure(runs, in_store):
-    names = calibration_analysis.display_names(runs)
-    curves = pd.concat([appkit.per_run(calibration_analysis.ece_over_epochs, run, 10, "width", 200, names[run.name])
-                        for run in runs])  # fmt: skip
-    series = {names[run.name]: in_store[run.name] for run in runs}
-    return ece_panels_figure(curves, "95% bootstrap interval over the validation examples", series, 10)
+    """Each setting's ECE per epoch as the Calibration page draws it at 10 bins and 200 resamples: one run's, or
+    a group's seed mean, named as such."""
+    groups = group_runs(runs)
+    names = calibration_analysis.display_names([group.runs[0] for group in groups])
+    names = {group.key: names[group.runs[0].name] if len(group.runs) == 1 else
+             f"{group.label} · mean of seeds {','.join(map(str, group.seeds))}" for group in groups}  # fmt: skip
+    curves = pd.concat([appkit.per_run(calibration_analysis.unit_ece_over_epochs, group, 10, "width", 200,
+                                       names[group.key]) for group in groups])  # fmt: skip
+    series = {names[group.key]: palette.unit_series(group.runs, in_store) for group in groups}
+    band = "95% bootstrap over 200 resamples of the validation examples"
+    if any(len(group.runs) > 1 for group in groups):
+        band += "; a mean of seeds: over its seeds and the examples"
+    return ece_panels_figure(curves, band, series, 10)
 
 
 def averaging_figure(runs, in_store):
@@ -84,7 +93,7 @@ def step_figure(key: str, runs, in_store):
 
 def draw(step: tour.Step, runs, comparison: tour.Comparison | None) -> None:
     """The step's figure from the comparison's runs, or what to train for it, or the error that stopped it."""
-    picked = step.pick(comparison.runs) if comparison else []
+    picked = step.pick(comparison.members) if comparison else []
     if not picked:
         where = f"{comparison.name} has" if comparison else "The store has"
         st.info(f"{where} no run for this step yet. {step.missing}")
@@ -117,4 +126,6 @@ text.markdown(step.text)
 text.latex(step.equation)
 with drawing:
     draw(step, store_runs, shown)
+for line in tour.left_out(appkit.runs(), shown):  # under the step, which stays whole on the first screen
+    st.caption(line)
 st.caption(" · ".join(f"step {i + 1}: {s.title.split(':')[0]}" for i, s in enumerate(tour.STEPS)))

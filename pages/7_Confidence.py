@@ -41,12 +41,8 @@ def selective_section(chosen: appkit.Chosen, n_resamples: int) -> None:
                      "numbers are optimistic.")  # fmt: skip
     last = max(max(calibration.finished_epochs(run)) for run in chosen.runs)
     which = "test" if split.startswith("test") else last
-    judging = calibration.judgeable(chosen.units, which)
-    if judging.unfinished:
-        st.caption("Left out: " + ", ".join(chosen.names[u.key] for u in judging.unfinished) + " (no test predictions "
-                   "yet: they are written when a run finishes).")  # fmt: skip
-    for line in judging.damaged:
-        appkit.show_error(line)
+    judging = calibration.judgeable(chosen.units, which, one_split=True)  # its table compares on one split
+    appkit.show_left_out(judging)
     try:
         if not judging.units:
             raise RunError(judging.nothing_left())
@@ -60,10 +56,12 @@ def selective_section(chosen: appkit.Chosen, n_resamples: int) -> None:
         return
     appkit.chart(figure, "risk-coverage", data=curves)
     st.table(table, border="horizontal", hide_index=True)
-    st.caption("Each cell: value [95% interval], as on the Calibration page: one run, a bootstrap over the examples; "
-               "several seeds, their mean with a bootstrap over seeds and examples together. AURC and AUGRC: lower "
-               "is better; accuracy at 80% coverage: on the 80% most confident predictions, ties in confidence "
-               "shared.")  # fmt: skip
+    settings = selective.settings(which, n_resamples)
+    st.caption(f"Each cell: value [95% interval, from {n_resamples:,} bootstrap resamples, seed {settings.seed}], as "
+               "on the Calibration page: one run, a bootstrap over the examples; several seeds, their mean with a "
+               "bootstrap over seeds and examples together. AURC and AUGRC: lower is better; accuracy at 80% "
+               "coverage: on the 80% most confident predictions, ties in confidence shared. "
+               + appkit.report_note(settings, selective.SELECTIVE_METRICS))  # fmt: skip
 
 
 selective_section(chosen, n_resamples)
@@ -86,6 +84,7 @@ def conformal_section(chosen: appkit.Chosen, n_resamples: int) -> None:
                      help="LAC: every label above one probability threshold. APS: labels in decreasing probability "
                      "until their mass reaches the threshold, the last one at random (Romano et al. 2020).")  # fmt: skip
     judging = calibration.judgeable(chosen.units, "test")
+    appkit.show_left_out(judging)
     try:
         if not judging.units:
             raise RunError(judging.nothing_left())
@@ -101,8 +100,8 @@ def conformal_section(chosen: appkit.Chosen, n_resamples: int) -> None:
     st.caption(f"Calibrated on the best epoch's validation predictions, judged on its test predictions: on "
                f"exchangeable documents a set holds the true label at least {1 - alpha:.0%} of the time, on average "
                "over calibration sets. Over epochs, each epoch's validation predictions are cut in two fixed halves, "
-               "one calibrating, the other judged. Intervals: 95% bootstrap resampling the calibrating and the judged "
-               "documents together (several seeds: over seeds too).")  # fmt: skip
+               f"one calibrating, the other judged. Intervals: 95% bootstrap over {n_resamples:,} resamples (seed 0) "
+               "of the calibrating and the judged documents together (several seeds: over seeds too).")  # fmt: skip
 
 
 conformal_section(chosen, n_resamples)

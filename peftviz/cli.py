@@ -41,7 +41,7 @@ from peftviz.store.runs import Run, group_runs, list_runs, load_run
 from peftviz.store.schema import ENGINES
 from peftviz.sweep import RayOptions, run_sweep
 from peftviz.sweep.variants import comparison_configs
-from peftviz.tables import format_table
+from peftviz.tables import first_few, format_table
 from peftviz.training.config import (
     METHOD_SETS,
     PRESETS,
@@ -72,8 +72,8 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     _add_setting_flags(parser, [f.name for f in fields(TrainConfig) if f.name not in NOT_FLAGS])
     parser.add_argument(
         "--seeds", type=_seeds_flag, default=None, metavar="SEEDS",
-        help="train at several training seeds: a count (3 = seeds 0, 1, 2) or a list (0,1,2); the data split "
-        "stays fixed (--data-seed), so the runs form groups and compare paired",
+        help="train at several training seeds: a count (3 = seeds 0, 1, 2) or a list (0,1,2), at most 100; the data "
+        "split stays fixed (--data-seed), so the runs form groups and compare paired",
     )  # fmt: skip
     parser.add_argument("--preset", choices=list(PRESETS), default="quick", help="starting values (default: quick)")
     parser.add_argument("--runs-dir", type=Path, default=store_dir(), help="the run store (default: %(default)s)")
@@ -96,6 +96,8 @@ def _add_setting_flags(parser: argparse.ArgumentParser, names: list[str]) -> Non
 
 
 def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
+    from peftviz.sweep.cost import MAX_PROBE_STEPS
+
     sweep = parser.add_argument_group("sweeps (compare, alpha-grid, train --seeds)")
     sweep.add_argument("--engine", choices=ENGINES, default="local",
                        help="local: the runs one after another here (default); ray: each run a Ray task")  # fmt: skip
@@ -109,10 +111,11 @@ def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
                        help="with --engine ray: tries again when a run's worker process dies (default: 3)")  # fmt: skip
     sweep.add_argument("--plan", action="store_true",
                        help="train nothing: list every run (dataset, method, seed, learning rate), its optimizer steps "
-                       "and its estimated hours from a step-time probe on this machine's device, and the totals")  # fmt: skip
-    sweep.add_argument("--probe-steps", type=int, default=None, metavar="N",
+                       "and its estimated hours from a step-time probe on this machine's device, and the totals; runs "
+                       "complete in the store are left out, and named")  # fmt: skip
+    sweep.add_argument("--probe-steps", type=_count_flag("--probe-steps", MAX_PROBE_STEPS), default=None, metavar="N",
                        help="with --plan: timed steps per method and length (default: 3 on a GPU, 1 on a CPU)")  # fmt: skip
-    sweep.add_argument("--probe-device", default=None, metavar="DEVICE",
+    sweep.add_argument("--probe-device", type=_device_flag, default=None, metavar="DEVICE",
                        help="with --plan: the device the probe times (default: the runs' --device)")  # fmt: skip
     sweep.add_argument("--step-times", type=Path, default=None, metavar="FILE",
                        help="with --plan: step times saved by `probe --out` (or benchmarks/gpu.py) on another "
@@ -128,6 +131,33 @@ def _seeds_flag(text: str) -> list[int]:
         return parse_seeds(text)
     except ValueError as err:  # argparse shows an ArgumentTypeError's own message
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _count_flag(flag: str, at_most: int) -> Callable[[str], int]:
+    """An argparse type for a count: an integer in [1, at_most], refused in one line before anything runs."""
+    from peftviz.options import shown
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not an integer, or one of over 4,300 digits
+            value = 0
+        if not 1 <= value <= at_most:
+            raise argparse.ArgumentTypeError(f"{flag} takes an integer in [1, {at_most}], not {shown(text)}")
+        return value
+
+    return count
+
+
+def _device_flag(text: str) -> str:
+    """A device's name as torch would read it (auto, cpu, cuda, cuda:N); whether this machine has it is checked
+    where it is used."""
+    from peftviz.sweep.cost import device_problem
+
+    problem = device_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def _methods_flag(text: str) -> str:
@@ -312,7 +342,7 @@ def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         "two seeds or more; PREFIX-power.csv)")  # fmt: skip
     parser.add_argument("--power-target", type=_power_target_flag, default=0.8, metavar="P",
                         help="the power --power plans for (default: 0.8), at 0.05 over the pairs (Holm's strictest step)")  # fmt: skip
-    parser.add_argument("--csv", type=Path, default=None, metavar="PREFIX",
+    parser.add_argument("--csv", type=_csv_prefix_flag, default=None, metavar="PREFIX",
                         help=f"write PREFIX-summary.csv and PREFIX-pairs.csv (default: {reports_dir()}/report-<time>)")  # fmt: skip
     parser.add_argument("--runs-dir", type=Path, default=store_dir())
 
@@ -322,23 +352,42 @@ def report_command(args: argparse.Namespace) -> int:
 
     settings = group_stats.Settings("test" if args.epoch is None else args.epoch, args.bins, args.scheme,
                                     args.resamples, args.bootstrap_seed, group_interval=args.group_interval)  # fmt: skip
-    runs = list_runs(args.runs_dir)
-    units = group_stats.select_units(group_stats.runs_on(runs, args.dataset) if args.dataset else runs, args.units)
+    group_stats.check_metrics(args.metrics)
+    chosen = group_stats.choose(list_runs(args.runs_dir), args.units, args.dataset, settings.which)
+    prefix = report_prefix(args.csv)
+    units = chosen.units
     result = group_stats.stats_of_groups(units, settings, args.metrics)
-    print(group_stats.markdown(result))
+    print("\n".join([*chosen.left_out, group_stats.markdown(result)]))
     tables = {"summary": result.summary, "pairs": result.pairs}
     if args.power:
         from peftviz.analysis import power
 
         tables["power"] = power.power_table(units, settings, args.metrics, target=args.power_target)
         print("\n" + power.markdown(tables["power"]))
-    prefix = args.csv or reports_dir() / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
     for name, table in tables.items():
         path = Path(f"{prefix}-{name}.csv")
-        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, lambda tmp, table=table: table.to_csv(tmp, index=False))
         print(f"wrote {path}")
     return 0
+
+
+def _csv_prefix_flag(text: str) -> Path:
+    """--csv: a file name prefix, the folder before it optional (reports/run1: reports/run1-summary.csv, ...)."""
+    name = text.rstrip().rsplit(os.sep, 1)[-1]
+    if not name or name in (".", "..") or "\n" in text or "\0" in text:
+        raise argparse.ArgumentTypeError(f"--csv takes a file name prefix (reports/run1), not {text[:40]!r}")
+    return Path(text)
+
+
+def report_prefix(given: Path | None) -> Path:
+    """Where `report` writes its CSV files (PREFIX-summary.csv, ...): its folder made now, before the estimates
+    are computed, so a folder that cannot be made is one line, not a lost computation."""
+    prefix = given or reports_dir() / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"--csv {prefix}: cannot make its folder {prefix.parent} ({err.strerror})") from None
+    return prefix
 
 
 def resume(args: argparse.Namespace) -> int:
@@ -362,25 +411,28 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def parse_method_options(method: str, pairs: list[str]) -> dict:
-    """["prefix_length=16", ...] -> {"prefix_length": 16}, typed by the method's config fields."""
+    """["prefix_length=16", ...] -> {"prefix_length": 16}, typed by the method's config fields; ConfigError, one line,
+    for a pair that is not NAME=VALUE, an option the method lacks, or a value of another type."""
+    from peftviz.options import shown, with_article
+
     types = method_class(method).config_class.types()
     options = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep:
-            raise ValueError(f"--option {pair!r} is not NAME=VALUE")
+            raise ConfigError(f"--option {shown(pair)} is not NAME=VALUE")
         if name not in types:
-            raise ValueError(f"{method} has no option {name!r}; options: {', '.join(types) or 'none'}")
+            raise ConfigError(f"{method} has no option {shown(name)}; options: {', '.join(types) or 'none'}")
         parse = types[name]
         if parse is bool:
             if text.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(f"option {name} takes true or false, not {text!r}")
+                raise ConfigError(f"option {name} takes true or false, not {shown(text)}")
             options[name] = text.lower() in ("true", "1")
         else:
             try:
                 options[name] = parse(text)
             except ValueError:
-                raise ValueError(f"option {name} takes a {parse.__name__}, not {text!r}") from None
+                raise ConfigError(f"option {name} takes {with_article(parse.__name__)}, not {shown(text)}") from None
     return options
 
 
@@ -481,12 +533,7 @@ def _failure_lines(failed: list) -> list[str]:
     titles_by_error: dict[str, list[str]] = {}
     for outcome in failed:
         titles_by_error.setdefault(outcome.error, []).append(outcome.planned.config.run_title)
-    return [f"failed: {_some(titles)}: {error}" for error, titles in titles_by_error.items()]
-
-
-def _some(titles: list[str], shown: int = 3) -> str:
-    listed = ", ".join(titles[:shown])
-    return listed if len(titles) <= shown else f"{listed} and {len(titles) - shown} more"
+    return [f"failed: {first_few(titles)}: {error}" for error, titles in titles_by_error.items()]
 
 
 def runs_command(args: argparse.Namespace) -> int:
@@ -500,73 +547,109 @@ def runs_command(args: argparse.Namespace) -> int:
 
 
 def _add_methods_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", nargs="?", type=_method_flag, default=None, metavar="METHOD",
+                        help=f"list this method's options instead of every method: one of {', '.join(METHODS)}, or "
+                        f"{PEFT_PREFIX}<TYPE> for any tuner of Hugging Face peft")  # fmt: skip
     parser.add_argument("--method", type=_method_flag, default=None, metavar="METHOD",
-                        help="list this method's options (a name, or peft:<TYPE>) instead of every method")  # fmt: skip
+                        help="the same as METHOD, given as a flag (`methods --method NAME` is `methods NAME`)")  # fmt: skip
     parser.add_argument("--counts", metavar="MODEL", default=None,
                         help="count each method's parameters (backbone, method, head, trainable) at its defaults on "
                         "MODEL (minilm, tiny-bert, a folder, ...), for a 5-label head")  # fmt: skip
 
 
 def methods_command(args: argparse.Namespace) -> int:
-    """`methods`: every method with what it is, or one method's options (--option NAME=VALUE) with their help,
-    or (--counts MODEL) every method's parameter counts on a model."""
+    """`methods`: every method with what it is, or one method's options (`methods NAME`, or `--method NAME`) with
+    their help, or (--counts MODEL) every method's parameter counts on a model."""
     from peftviz.methods import option_rows, what_it_is
 
+    method = _the_method(args)
     if args.counts:
         from peftviz.modeling.model import method_counts  # torch and transformers load there
 
-        print(format_table(method_counts(args.counts, [args.method] if args.method else list(METHODS))))
+        print(format_table(method_counts(args.counts, [method] if method else list(METHODS))))
         return 0
-    if args.method:
-        rows = option_rows(args.method)
-        print(format_table(rows) if rows else f"{args.method} has no options")
+    if method:
+        rows = option_rows(method)
+        print(format_table(rows) if rows else f"{method} has no options")
         return 0
     rows = [
         {"method": name, "peft type": cls.peft_type or "–", "what it is": what_it_is(cls)}
         for name, cls in METHODS.items()
     ]
     print(format_table(rows))
-    print(f"\nand {PEFT_PREFIX}<TYPE> for any other tuner of Hugging Face peft; options: --method NAME")
+    print(f"\nand {PEFT_PREFIX}<TYPE> for any other tuner of Hugging Face peft; options: {_prog()} methods NAME")
     return 0
 
 
-def plan_command(args: argparse.Namespace) -> int:
-    """`--plan` (train, compare, alpha-grid): every run, its steps and estimated hours, and the totals; trains
-    nothing. The step times come from a probe on this machine's device (`peftviz.sweep.cost`)."""
-    if getattr(args, "resume", None):
-        raise ConfigError("--plan lists the runs a command would start; drop --resume")
-    from peftviz.sweep.cost import load_step_times, plan_table, probe_for  # torch loads there
+def _the_method(args: argparse.Namespace) -> str | None:
+    """The method `methods` is asked about, given as METHOD or as --method (both: the same one)."""
+    if args.name and args.method and args.name != args.method:
+        raise ConfigError(f"methods takes one method, not {args.name} and --method {args.method}")
+    return args.name or args.method
 
-    keep_freed_memory()  # the probe trains a few steps: as fast as a run's
+
+def plan_command(args: argparse.Namespace) -> int:
+    """`--plan` (train, compare, alpha-grid): every run the command would train, its steps and estimated hours, and
+    the totals; what it leaves out of them (runs complete in the store) in one line each; trains nothing. The step
+    times come from a probe on this machine's device, or from --step-times (`peftviz.sweep.cost`)."""
+    from peftviz.sweep import plan as sweep_actions
+    from peftviz.sweep.cost import load_step_times, one_line, plan_table, probe_for
+
+    _check_plan_flags(args)
     configs = _sweep_configs(args)
-    started = time.perf_counter()
-    if args.step_times:
-        times, took = load_step_times(args.step_times), f"read from {args.step_times}"
-    else:
-        times = probe_for(configs, args.probe_device, args.probe_steps)
+    times = load_step_times(args.step_times) if args.step_times else None
+    actions = sweep_actions(configs, args.runs_dir, args.force)
+    counted = [item.config for item in actions if item.action != "skip"]
+    took = f"read from {one_line(str(args.step_times))}" if args.step_times else ""
+    if times is None and counted:
+        keep_freed_memory()  # the probe trains a few steps: as fast as a run's
+        started = time.perf_counter()
+        times = probe_for(counted, args.probe_device, args.probe_steps)  # torch loads there
         took = f"probe took {time.perf_counter() - started:.0f} s"
-    plan = plan_table(configs, times)
-    print(format_table(plan.rows))
-    print()
-    print(format_table(plan.totals))
-    print(f"\nest. hours: on the probe's device ({times.device}); {took}")
-    print("\n".join(times.describe()))
+    plan = plan_table(configs, times, actions=actions)
+    print(format_table(plan.rows) + "\n\n" + format_table(plan.totals))
+    print("\n".join(["", *plan.said]) if plan.said else "")
+    if counted:
+        print(f"est. hours: on the probe's device ({times.device}); {took}")
+        print("\n".join(times.describe()))
     print("nothing trained (--plan)")
     return 0
 
 
+def _check_plan_flags(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a plan's flags that would be ignored: --resume, and the probe's with --step-times."""
+    if getattr(args, "resume", None):
+        raise ConfigError("--plan lists the runs a command would start; drop --resume")
+    probe_flags = [flag for flag, value in (("--probe-steps", args.probe_steps), ("--probe-device", args.probe_device))
+                   if value is not None]  # fmt: skip
+    if args.step_times and probe_flags:
+        raise ConfigError(f"--step-times replaces the probe: drop {' and '.join(probe_flags)}")
+
+
+def _plan_flags_alone(args: argparse.Namespace) -> None:
+    """--probe-steps, --probe-device and --step-times only shape a --plan: given without one, one line, not ignored."""
+    given = [flag for flag in ("probe_steps", "probe_device", "step_times") if getattr(args, flag, None) is not None]
+    if given and not args.plan:
+        raise ConfigError(f"--{given[0].replace('_', '-')} is for --plan: add --plan, or drop it to train")
+
+
 def _lengths_flag(text: str) -> list[int]:
-    try:
-        lengths = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        lengths = []
-    if not lengths or min(lengths) < 2:
-        raise argparse.ArgumentTypeError(f"--lengths takes token counts >= 2, comma-separated (512,1024), not {text!r}")
+    from peftviz.options import shown
+    from peftviz.sweep.cost import MAX_PROBE_LENGTHS
+    from peftviz.training.config import MAX_LENGTH
+
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    numbers = all(part.isascii() and part.isdigit() and len(part) <= 9 for part in parts)
+    lengths = [int(part) for part in parts] if numbers and len(parts) <= MAX_PROBE_LENGTHS else []
+    if not lengths or not all(2 <= n <= MAX_LENGTH for n in lengths):
+        raise argparse.ArgumentTypeError(f"--lengths takes 1 to {MAX_PROBE_LENGTHS} token counts in [2, {MAX_LENGTH}], "
+                                         f"comma-separated (512,1024), not {shown(text)}")  # fmt: skip
     return lengths
 
 
 def _add_probe_arguments(parser: argparse.ArgumentParser) -> None:
-    from peftviz.sweep.cost import CPU_BATCH, CPU_LENGTHS, GPU_LENGTHS, RECORDED_ARCHITECTURES
+    from peftviz.sweep.cost import CPU_BATCH, CPU_LENGTHS, GPU_LENGTHS, MAX_PROBE_STEPS, RECORDED_ARCHITECTURES
+    from peftviz.training.config import MAX_BATCH
 
     recorded = ", ".join(RECORDED_ARCHITECTURES)
     on_gpu, on_cpu = (",".join(str(n) for n in lengths) for lengths in (GPU_LENGTHS, CPU_LENGTHS))
@@ -577,24 +660,27 @@ def _add_probe_arguments(parser: argparse.ArgumentParser) -> None:
                         help="paper (default), all, peft, long-documents, or a comma-separated list of methods")  # fmt: skip
     parser.add_argument("--lengths", type=_lengths_flag, default=None, metavar="T,T,...",
                         help=f"tokens per document (default: {on_gpu} on a GPU, {on_cpu} on a CPU)")  # fmt: skip
-    parser.add_argument("--batch-size", type=int, default=None, metavar="B",
+    parser.add_argument("--batch-size", type=_count_flag("--batch-size", MAX_BATCH), default=None, metavar="B",
                         help=f"default: 8 on a GPU, {CPU_BATCH} on a CPU")  # fmt: skip
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
+    parser.add_argument("--device", type=_device_flag, default="auto",
+                        help="auto (CUDA when present), cpu, cuda or cuda:N")  # fmt: skip
     parser.add_argument("--precision", choices=TrainConfig.choices()["precision"], default="auto",
                         help="as a run trains (auto: bf16 on a GPU that has it, else fp32)")  # fmt: skip
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per method and length (default: 3)")
+    parser.add_argument("--steps", type=_count_flag("--steps", MAX_PROBE_STEPS), default=3,
+                        help="timed steps per method and length (default: 3)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, metavar="FILE",
                         help="also save the times as JSON, for `--plan --step-times FILE` on another machine")  # fmt: skip
 
 
 def probe_command(args: argparse.Namespace) -> int:
     """`probe`: each method's training micro-batch, AdamW step and inference batch timed on this machine."""
-    from peftviz.sweep.cost import CPU_BATCH, CPU_LENGTHS, GPU_LENGTHS, probe
+    from peftviz.sweep.cost import CPU_BATCH, CPU_LENGTHS, GPU_LENGTHS, check_out_path, checked_device, one_line, probe
     from peftviz.training.config import comparison_methods
-    from peftviz.training.engine import check_device
 
+    if args.out:
+        check_out_path(args.out)  # before the probe's minutes, not after
     keep_freed_memory()
-    on_cpu = check_device(args.device).type == "cpu"
+    on_cpu = checked_device(args.device, "--device").type == "cpu"
     lengths = args.lengths or (CPU_LENGTHS if on_cpu else GPU_LENGTHS)
     batch = args.batch_size or (CPU_BATCH if on_cpu else 8)
     methods = comparison_methods(args.methods)
@@ -605,12 +691,13 @@ def probe_command(args: argparse.Namespace) -> int:
         from peftviz.sweep.cost import save_step_times
 
         save_step_times(times, args.out)
-        print(f"saved to {args.out}")
+        print(f"saved to {one_line(str(args.out))}")
     return 0
 
 
 def train_command(args: argparse.Namespace) -> int:
     """`train`: continue a run (--resume), train one configuration, or with --seeds, sweep over the seeds."""
+    _plan_flags_alone(args)
     if args.plan:
         return plan_command(args)
     if args.resume:
@@ -629,6 +716,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     from peftviz.training.engine import is_main_process
     from peftviz.training.progress import TerminalProgress, TerminalSweep
 
+    _plan_flags_alone(args)
     if args.plan:
         return plan_command(args)
     keep_freed_memory()

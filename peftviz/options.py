@@ -115,6 +115,12 @@ def shown(value: Any) -> str:
     return text[: SHOWN_CHARS - 3] + "..."
 
 
+def with_article(noun: str) -> str:
+    """A noun as a message names one of its kind ("an int", "a float": a type's name, mostly), with the article its
+    first letter takes (a vowel: an)."""
+    return f"{'an' if noun[:1].lower() in {'a', 'e', 'i', 'o', 'u'} else 'a'} {noun}"
+
+
 def _literal_values(annotation) -> tuple | None:
     """Literal["a", "b"] -> ("a", "b"); Literal[...] | None -> the same; anything else -> None."""
     if get_origin(annotation) is Literal:
@@ -201,7 +207,7 @@ def check_type(name: str, value, hint, finite: bool = True) -> None:
     if base in _SIMPLE_CHECKS:
         return _SIMPLE_CHECKS[base](name, value)
     if isinstance(base, type) and not isinstance(value, base):
-        raise ConfigError(f"{name} must be a {base.__name__}, not {shown(value)}")
+        raise ConfigError(f"{name} must be {with_article(base.__name__)}, not {shown(value)}")
     return None
 
 
@@ -236,21 +242,30 @@ class Options:
 
     def _check_choices(self) -> None:
         for name, allowed in self.choices().items():
-            value = getattr(self, name)
-            if value is not None and value not in allowed:
-                raise ConfigError(f"{name} must be one of {', '.join(map(str, allowed))}, not {shown(value)}")
+            _check_choice(name, getattr(self, name), allowed)
 
     def _check_bounds(self) -> None:
         for name, bounds in self.bounds().items():
-            value = getattr(self, name)
-            if value is not None and value not in bounds:
-                raise ConfigError(f"{name} must be {bounds}, not {shown(value)}")
+            check_bound(name, getattr(self, name), bounds)
 
     def _check_lengths(self) -> None:
         for name, limit in self.max_chars().items():
-            value = getattr(self, name)
-            if value is not None and len(value) > limit:
-                raise ConfigError(f"{name} must be at most {limit} characters, not {len(value)}")
+            _check_length(name, getattr(self, name), limit)
+
+    @classmethod
+    def check_value(cls, name: str, value, called: str | None = None) -> None:
+        """Raise ConfigError where `value` is not what field `name` takes (its type, choices, bounds, length), the
+        message naming it `called` (default: `name`). For a value from elsewhere, checked by the field's own rules
+        before it becomes the option: an adapter_config.json's num_virtual_tokens as a prompt length, say."""
+        called = called or name
+        declared = next(f for f in fields(cls) if f.name == name)
+        check_type(called, value, _type_hints(cls)[name], declared.metadata.get("finite", True))
+        if name in cls.choices():
+            _check_choice(called, value, cls.choices()[name])
+        if "bounds" in declared.metadata:
+            check_bound(called, value, declared.metadata["bounds"])
+        if "max_chars" in declared.metadata:
+            _check_length(called, value, declared.metadata["max_chars"])
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -260,7 +275,7 @@ class Options:
         if not isinstance(values, dict):
             raise ConfigError(f"{cls.__name__} needs a mapping of options, not {type(values).__name__}")
         known = {f.name for f in fields(cls)}
-        unknown = sorted((_key_text(key) for key in values if key not in known), key=str)
+        unknown = sorted((shown_name(key) for key in values if key not in known), key=str)
         if unknown:
             listed = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
             raise ConfigError(
@@ -306,6 +321,23 @@ class Options:
         return parsed
 
 
-def _key_text(key) -> str:
-    """An unknown option's name as a message shows it: plain when it looks like a name, else quoted."""
-    return key if isinstance(key, str) and key.isidentifier() else shown(key)
+def _check_choice(name: str, value, allowed: tuple) -> None:
+    if value is not None and value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(map(str, allowed))}, not {shown(value)}")
+
+
+def check_bound(name: str, value, bounds: Bounds) -> None:
+    """Raise ConfigError where `value` (None aside) is outside `bounds`: "r must be in [1, 1024], not 0"."""
+    if value is not None and value not in bounds:
+        raise ConfigError(f"{name} must be {bounds}, not {shown(value)}")
+
+
+def _check_length(name: str, value, limit: int) -> None:
+    if value is not None and len(value) > limit:
+        raise ConfigError(f"{name} must be at most {limit} characters, not {len(value)}")
+
+
+def shown_name(key) -> str:
+    """A name as a message shows it (an unknown option's, a peft type's): plain when it looks like a name (an
+    identifier of at most SHOWN_CHARS characters), else as `shown` quotes it."""
+    return key if isinstance(key, str) and key.isidentifier() and len(key) <= SHOWN_CHARS else shown(key)

@@ -23,31 +23,61 @@ loop gave (`given`): the others keep peftviz's defaults, which describe nothing 
 label or table names them. No parameters: pages that rebuild the
 model (attention, α, tiny-attention heads) and `export` leave recorded runs out.
 
-Every input is checked before anything is written, and a refusal is one `RecordError` line: wrong
-shapes, NaN or inf, probabilities outside [0, 1] or rows that do not sum to 1, labels out of range,
-labels that differ from the first epoch's (another split, or another order), a closed run. A
-refused epoch leaves the run as it was; the loop may go on.
+Every input is checked before anything is written, and a refusal is one short line, a `RecordError`
+(a `ConfigError` for the method and peftviz's settings), quoting the bad value briefly:
+
+- `open_run`: name, model, dataset and each label name are text on one line (no control characters,
+  line separators or lone surrogates), not blank, of at most 80, 4096 and 1000 characters; the name
+  holds a letter or digit (a-z, 0-9), after which its folder is named; label_names a list or tuple
+  of at least two distinct names; settings, options and parameters dicts whose keys are text
+  (parameter names and other settings words; their values numbers within 2^64, finite floats, short
+  text, true/false or null; counts integers in [0, 10^15]); device a torch device of this machine
+  (a CUDA index that exists); processes a whole number in [1, 65536]; runs_dir a folder's path that
+  can hold a run; and all of it small enough for config.json to be read back (the store reads 1 MB:
+  50,000 short class names fit). A refused `open_run` makes no folder.
+- `add_epoch`, `add_test`: labels a 1-D integer array (numpy, torch or a list of ints), their range
+  checked on the array as given, before any cast, so no uint64 wraps into range; float labels are
+  refused, whole ones (2.0) too, never truncated or cast; bools, strings and object arrays too.
+  Scores a (N, C) array of real numbers (not bool, complex or objects; no masked values; no ragged
+  lists), probs in [0, 1] with rows summing to 1, logits finite of any size (1e308 included);
+  values a dict of word -> finite real (Python's or numpy's), not named as a metric of the line;
+  test scores only with test labels; labels the same as the first epoch's (the same split, in the
+  same order); at most 1000 epochs unless the loop gave `epochs`; an open run.
+
+A refused epoch leaves every byte of the run as it was; the loop may go on. An epoch's cost is O(N C):
+50,000 classes and 1,000 examples take seconds (benchmarks/record.py, docs/costs.md).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
 
+from peftviz.data.checks import MAX_LABEL_CHARS as MAX_CLASS_NAME_CHARS
 from peftviz.errors import ConfigError, PeftvizError
 from peftviz.methods import EXTERNAL_PREFIX, METHODS
+from peftviz.options import shown
 from peftviz.paths import store_dir
 from peftviz.store import schema
 from peftviz.store.runs import Run, best_epoch_of, load_run
 from peftviz.store.writer import RunWriter
-from peftviz.training.config import TrainConfig
+from peftviz.training.config import MAX_EPOCHS, MAX_LABEL_CHARS, TrainConfig
 
 __all__ = ["RecordError", "Recorder", "open_run"]
 
 # TrainConfig fields the recorder's own arguments set; the rest may come in `settings`
 OWN_ARGUMENTS = ("method", "method_options", "label", "model", "dataset")
+MAX_SOURCE_CHARS = 4096  # model, dataset: a hub id or a path (PATH_MAX on Linux)
+MAX_PROCESSES = 65536  # processes of one data-parallel run: the largest trainings use some 10^4 GPUs
+MAX_ERROR_CHARS = 1000  # the line `fail` stores beside a failed run: a sentence, not a log
+# what no one-line name may hold: control characters (newline, NUL, ...), line and paragraph separators,
+# and lone surrogates, which UTF-8 cannot store
+NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 class RecordError(PeftvizError, ValueError):
@@ -78,26 +108,93 @@ def open_run(
     epochs, seed, batch_size, ...) are checked as peftviz's, the rest kept as given (numbers, text,
     true/false). parameters: counts such as {"trainable": ..., "total": ...}. device, processes: where it trained.
     Raises ConfigError/RecordError (one line) before any folder exists."""
-    config, extra = _config(name, method, model, dataset, dict(settings or {}), dict(options or {}))
-    names = list(label_names) if isinstance(label_names, (list, tuple)) else label_names  # checked with the record
-    given = sorted(set(settings or {}) - set(extra) | {"epochs"})  # epochs: the plan, or the epochs recorded
+    _check_text(name, "name", MAX_LABEL_CHARS)
+    if not re.search("[a-z0-9]", name.lower()):  # the folder is named after it (`store.writer`: its a-z0-9 runs)
+        raise RecordError(f"name must hold a letter or digit (a-z, 0-9), which name its folder; not {shown(name)}")
+    for value, argument in ((model, "model"), (dataset, "dataset")):
+        _check_text(value, argument, MAX_SOURCE_CHARS)
+    settings, options, parameters = _mapping(settings, "settings"), _mapping(options, "options"), _counts(parameters)
+    names, root = _label_names(label_names), _runs_dir(runs_dir)
+    config, extra = _config(name, method, model, dataset, settings, options)
+    given = sorted(set(settings) - set(extra) | {"epochs"})  # epochs: the plan, or the epochs recorded
     recorded = {"by": by, "settings": extra, "given": given}
-    record = {"label_names": names, "parameters": dict(parameters or {}), "environment": _environment(device, processes),
+    record = {"label_names": names, "parameters": parameters, "environment": _environment(device, processes),
               "recorded": recorded}  # fmt: skip
     try:
         schema.check_record(record)
     except schema.Corrupt as err:
         raise RecordError(str(err).removeprefix("config.json: ")) from None
-    writer = RunWriter.create(Path(runs_dir or store_dir()), config, record)
-    return Recorder(writer, config, names, planned="epochs" in (settings or {}))
+    _check_config_size(config, record)
+    try:
+        writer = RunWriter.create(root, config, record)
+    except OSError as err:  # a file where the folder should be, no permission: refused before the folder exists
+        raise RecordError(f"runs_dir {shown(str(root))} cannot hold a run: {err.strerror or err}") from None
+    return Recorder(writer, config, names, planned="epochs" in settings)
+
+
+def _check_text(value, argument: str, limit: int) -> str:
+    """A name that lists and tables show: text of 1 to `limit` characters, on one line."""
+    if not isinstance(value, str):
+        raise RecordError(f"{argument} must be text, not {shown(value)}")
+    if not value.strip() or len(value) > limit:
+        raise RecordError(f"{argument} must be 1 to {limit} characters (not only spaces), not {len(value)}: "
+                          f"{shown(value)}")  # fmt: skip
+    if NOT_ONE_LINE.search(value):
+        raise RecordError(f"{argument} must be one line of text, without control characters: {shown(value)}")
+    return value
+
+
+def _mapping(value, argument: str) -> dict:
+    """settings, options: None or a dict whose keys are text (a copy: the caller's dict is not kept)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+        raise RecordError(f"{argument} must be a dict of name -> value, names as text; not {shown(value)}")
+    return dict(value)
+
+
+def _counts(parameters) -> dict:
+    """parameters: name (a word) -> count; the counts are checked with the record (`schema.counts`)."""
+    counts = _mapping(parameters, "parameters")
+    for key in counts:
+        if not schema.SETTING_NAME.fullmatch(key):
+            raise RecordError(f"parameters may not be named {shown(key)}: names are words (letters, digits, _ . -)")
+    return counts
+
+
+def _label_names(label_names) -> list:
+    """The classes, each one line of text; >= 2 distinct is checked with the record (`schema`)."""
+    if not isinstance(label_names, (list, tuple)) or not all(isinstance(name, str) for name in label_names):
+        raise RecordError(f"label_names must be a list of strings, not {shown(label_names)}")
+    for index, name in enumerate(label_names):
+        _check_text(name, f"label_names[{index}]", MAX_CLASS_NAME_CHARS)
+    return list(label_names)
+
+
+def _runs_dir(runs_dir) -> Path:
+    """The store: `PEFTVIZ_RUNS` or cache/runs by default, else a folder's path (made if it does not exist)."""
+    if runs_dir is None:
+        return Path(store_dir())
+    text = os.fspath(runs_dir) if isinstance(runs_dir, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text or "\0" in text:
+        raise RecordError(f"runs_dir must be a folder's path, not {shown(runs_dir)}")
+    return Path(text)
+
+
+def _check_config_size(config: TrainConfig, record: dict) -> None:
+    """config.json as the writer writes it must fit the store's limit, or the run would read back as corrupt."""
+    size = len(json.dumps({**config.to_dict(), **record}, indent=2, default=float))  # ASCII: characters are bytes
+    limit = schema.JSON_LIMITS["config.json"]
+    if size > limit:
+        raise RecordError(f"label_names and settings make config.json {size} bytes; the store reads at most {limit}")
 
 
 def _config(
     name: str, method: str, model: str, dataset: str, settings: dict, options: dict
 ) -> tuple[TrainConfig, dict]:
     """The run's TrainConfig and the settings peftviz has no field for."""
-    if not isinstance(method, str) or not method:
-        raise ConfigError(f"method must be a name, not {method!r}")
+    if not isinstance(method, str) or not method or len(method) > MAX_LABEL_CHARS:
+        raise ConfigError(f"method must be a name of at most {MAX_LABEL_CHARS} characters, not {shown(method)}")
     # registered, peft:<TYPE> or external:<name> (checked as such, never prefixed twice); else the loop's own
     if method not in METHODS and not method.startswith(EXTERNAL_PREFIX):
         method = f"{EXTERNAL_PREFIX}{method}"
@@ -119,13 +216,29 @@ def _config(
     return config, extra
 
 
-def _environment(device: str, processes: int) -> dict:
-    """What config.json records of where the run was made, as for a run peftviz trains."""
-    import torch
-
+def _environment(device, processes) -> dict:
+    """What config.json records of where the run was made, as for a run peftviz trains: the device (a torch
+    device of this machine, whose name it records) and the number of processes."""
     from peftviz.training.trainer import environment
 
-    return environment(torch.device(device), processes)
+    if isinstance(processes, bool) or not isinstance(processes, int) or not 1 <= processes <= MAX_PROCESSES:
+        raise RecordError(f"processes must be a whole number in [1, {MAX_PROCESSES}], not {shown(processes)}")
+    return environment(_device(device), processes)
+
+
+def _device(device):
+    """A torch.device, from one or from what torch.device reads (cpu, cuda, cuda:0), present on this machine."""
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise RecordError(f"device must be a torch device such as cpu, cuda or cuda:0, not {shown(device)}") from None
+    present = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if parsed.type == "cuda" and (parsed.index or 0) >= present:
+        raise RecordError(f"device {shown(str(parsed))} is not on this machine ({present} CUDA devices); "
+                          "give the device the loop trains on")  # fmt: skip
+    return parsed
 
 
 class Recorder:
@@ -171,10 +284,15 @@ class Recorder:
         Returns the metrics line written. RecordError, with nothing written, for any bad input."""
         self._check_open()
         epoch = self.epochs + 1
-        validation = self._split("validation", labels, probs, logits, epoch)
-        test = None if test_labels is None else self._split("test", test_labels, test_probs, test_logits, epoch)
-        line = self._metrics_line(epoch, validation, values)
-        self._commit(epoch, line, validation, test)
+        if not self._planned and epoch > MAX_EPOCHS:
+            raise RecordError(f"epoch {epoch}: a run holds at most {MAX_EPOCHS} epochs; open a new run to record more")
+        if test_labels is None and (test_probs is not None or test_logits is not None):
+            raise RecordError(f"epoch {epoch}, test: test_probs or test_logits given without test_labels")
+        values = _values(values, epoch)
+        stored, labels, exact = self._split("validation", labels, probs, logits, epoch)
+        test = None if test_labels is None else self._split("test", test_labels, test_probs, test_logits, epoch)[:2]
+        line = self._metrics_line(epoch, exact, labels, values)
+        self._commit(epoch, line, (stored, labels), test)
         return line
 
     def add_test(self, labels, probs=None, *, logits=None) -> None:
@@ -183,24 +301,24 @@ class Recorder:
         self._check_open()
         if not self.epochs:
             raise RecordError("no epoch recorded yet: add_test records the test split of the last epoch")
-        test = self._split("test", labels, probs, logits, self.epochs)
+        test = self._split("test", labels, probs, logits, self.epochs)[:2]
         self._add_test(self.epochs, test)
 
-    def _split(self, split: str, labels, probs, logits, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        """(probs (N, C) float32, labels (N,) int64) of one split, every check passed."""
-        if (probs is None) == (logits is None):
-            raise RecordError(
-                f"epoch {epoch}, {split}: give probs or logits, not {'both' if probs is not None else 'neither'}"
-            )
-        labels = _labels_array(labels, f"epoch {epoch}, {split}")
-        scores = _float_array(probs if probs is not None else logits, f"epoch {epoch}, {split}")
+    def _split(self, split: str, labels, probs, logits, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(probs (N, C) float32 as stored, labels (N,) int64, the stored probs in float64) of one split, every
+        check passed. The float64 copy is the metrics' input (what they would cast the float32 to), made in
+        the array the checks used: at 50,000 classes each fresh (N, C) array costs a noticeable share."""
         where, n_classes = f"epoch {epoch}, {split}", len(self.label_names)
+        if (probs is None) == (logits is None):
+            raise RecordError(f"{where}: give probs or logits, not {'both' if probs is not None else 'neither'}")
+        labels = _labels_array(labels, where, n_classes)
+        kind = "probs" if logits is None else "logits"
+        scores = _float_array(probs if logits is None else logits, where, kind)
         if scores.ndim != 2 or scores.shape[1] != n_classes or len(scores) != len(labels) or not len(labels):
-            raise RecordError(f"{where}: {'probs' if logits is None else 'logits'} must be (examples, {n_classes}) "
+            raise RecordError(f"{where}: {kind} must be (examples, {n_classes}) "
                               f"for {len(labels)} labels and {n_classes} label names, not {scores.shape}")  # fmt: skip
-        if logits is not None:
-            scores = _softmax(scores, where)
-        problem = schema.predictions_problem(scores, labels, n_classes)
+        # the softmax of finite logits is finite, in [0, 1], its rows sum to 1 within C * 1e-16; probs are checked
+        problem = schema.predictions_problem(scores, labels, n_classes) if logits is None else _softmax(scores)
         if problem:
             raise RecordError(f"{where}: {problem}")
         first = self._labels.get(split)
@@ -210,25 +328,15 @@ class Recorder:
             raise RecordError(
                 f"{where}: {changed} from epoch 1's; record the same split, in the same order, every epoch"
             )
-        return scores.astype(np.float32), labels
+        stored = scores.astype(np.float32)
+        np.copyto(scores, stored)  # scores is the recorder's own copy (`_float_array`)
+        return stored, labels, scores
 
-    def _metrics_line(self, epoch: int, validation, values: dict | None) -> dict:
+    def _metrics_line(self, epoch: int, probs: np.ndarray, labels: np.ndarray, values: dict[str, float]) -> dict:
         from peftviz.training.inference import evaluation_metrics
 
-        metrics = evaluation_metrics(*validation, self.config.ece_bins)
-        values = dict(values or {})
-        for name, value in values.items():
-            if (
-                not (isinstance(name, str) and schema.SETTING_NAME.fullmatch(name))
-                or name in metrics
-                or name == "epoch"
-            ):
-                raise RecordError(
-                    f"epoch {epoch}: values may not be named {name!r} (a metric peftviz computes, or not a word)"
-                )
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-                raise RecordError(f"epoch {epoch}: values[{name!r}] must be a finite number, not {value!r}")
-        return {"epoch": epoch, **metrics, **{name: float(value) for name, value in values.items()}}
+        metrics = evaluation_metrics(probs, labels, self.config.ece_bins)
+        return {"epoch": epoch, **metrics, **values}
 
     def _commit(self, epoch: int, line: dict, validation, test) -> None:
         """Files in the store's order: test predictions, then the epoch (its predictions, then its line)."""
@@ -272,7 +380,8 @@ class Recorder:
     def fail(self, error: str) -> Run:
         """The run ends failed (say, the loss became NaN), with `error` shown beside it; its epochs are kept."""
         self._check_open()
-        self.writer.fail(str(error).splitlines()[0] if str(error).strip() else "failed")
+        line = str(error).strip().splitlines()[0] if str(error).strip() else "failed"
+        self.writer.fail(line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "...")
         self._closed = True
         return load_run(self.path)
 
@@ -297,33 +406,84 @@ class Recorder:
             self.abandon()
 
 
-def _labels_array(labels, where: str) -> np.ndarray:
-    array = _numpy(labels)
+def _values(values, epoch: int) -> dict[str, float]:
+    """The epoch's other numbers: name (a word, not a metric's) -> a finite float (Python or numpy reals)."""
+    from peftviz.training.inference import EPOCH_METRICS
+
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise RecordError(f"epoch {epoch}: values must be a dict of name -> number, not {shown(values)}")
+    checked, taken = {}, {*EPOCH_METRICS, "n", "epoch"}  # the names of the metrics line's own numbers
+    for name, value in values.items():
+        if not (isinstance(name, str) and schema.SETTING_NAME.fullmatch(name)) or name in taken:
+            raise RecordError(
+                f"epoch {epoch}: values may not be named {shown(name)} (a metric peftviz computes, or not a word)"
+            )
+        number = _finite(value)
+        if number is None:
+            raise RecordError(f"epoch {epoch}: values[{name!r}] must be a finite number, not {shown(value)}")
+        checked[name] = number
+    return checked
+
+
+def _finite(value) -> float | None:
+    """A real number (int, float, numpy's; not a bool) as a finite float, else None (NaN, inf, 10**400)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if np.isfinite(number) else None
+
+
+def _labels_array(labels, where: str, n_classes: int) -> np.ndarray:
+    """(N,) int64 class ids. Integer arrays only: floats are refused, whole ones too (2.0), never cast, since a
+    float array handed as labels is more often probabilities or a target than ids. The range is checked on
+    the array as given, before the cast, so no uint64 wraps into range."""
+    array = _numpy(labels, where, "labels")
     if array.ndim != 1 or array.dtype.kind not in "iu":
         raise RecordError(
             f"{where}: labels must be a 1-D array of class ids (integers), not {array.dtype} {array.shape}"
         )
+    low, high = (array.min(), array.max()) if len(array) else (0, 0)  # no labels: refused with the shapes
+    if low < 0 or high >= n_classes:
+        raise RecordError(f"{where}: labels must be class ids 0..{n_classes - 1}; found {low} to {high}")
     return array.astype(np.int64)
 
 
-def _float_array(scores, where: str) -> np.ndarray:
-    array = _numpy(scores)
+def _float_array(scores, where: str, kind: str) -> np.ndarray:
+    """Scores as a new float64 array: the recorder's own copy, which the softmax and `_split` work in."""
+    array = _numpy(scores, where, kind)
     if array.dtype.kind not in "fiu":
-        raise RecordError(f"{where}: scores must be numbers, not {array.dtype}")
+        raise RecordError(f"{where}: {kind} must be numbers, not {array.dtype}")
     return array.astype(np.float64)
 
 
-def _numpy(value) -> np.ndarray:
-    """numpy from a torch tensor (any device or dtype; bf16 through float32) or anything array-like."""
-    if hasattr(value, "detach"):
-        value = value.detach()
-        value = value.float() if value.is_floating_point() else value
-        value = value.cpu().numpy()
-    return np.asarray(value)
+def _numpy(value, where: str, what: str) -> np.ndarray:
+    """numpy from a torch tensor (any device; 16-bit and 8-bit floats through float32, others as they are) or
+    anything array-like. RecordError for what has no plain array (ragged lists, meta tensors, masked values)."""
+    if np.ma.isMaskedArray(value) and np.ma.count_masked(value):
+        raise RecordError(f"{where}: {what} has {np.ma.count_masked(value)} masked values; give them all")
+    try:
+        if hasattr(value, "detach"):
+            value = value.detach()
+            value = value.float() if value.is_floating_point() and value.element_size() < 4 else value
+            value = value.cpu().numpy()
+        return np.asarray(value)
+    except (ValueError, TypeError, AttributeError, RuntimeError, NotImplementedError) as err:
+        raise RecordError(
+            f"{where}: {what} is not an array of numbers ({type(err).__name__}: {shown(str(err))})"
+        ) from None
 
 
-def _softmax(logits: np.ndarray, where: str) -> np.ndarray:
+def _softmax(logits: np.ndarray) -> str | None:
+    """Turn logits (N, C) into probabilities in place (the array is the recorder's copy); what is wrong, if any."""
     if not np.isfinite(logits).all():
-        raise RecordError(f"{where}: logits must be finite; {np.count_nonzero(~np.isfinite(logits))} are NaN or inf")
-    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))  # (N, C), stable
-    return shifted / shifted.sum(axis=1, keepdims=True)
+        return f"logits must be finite; {np.count_nonzero(~np.isfinite(logits))} are NaN or inf"
+    with np.errstate(over="ignore"):  # a gap beyond float64 (1e308 - -1e308) is -inf: exp gives its 0 exactly
+        logits -= logits.max(axis=1, keepdims=True)  # stable: the largest is exp(0) = 1
+    np.exp(logits, out=logits)
+    logits /= logits.sum(axis=1, keepdims=True)
+    return None

@@ -20,3 +20,9 @@ def format_table(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(row.get(key)) for key in header) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def first_few(names: list[str], at_most: int = 3) -> str:
+    """The first few of `names`, comma-separated, and how many more: "a, b, c and 33 more"."""
+    listed = ", ".join(names[:at_most])
+    return listed if len(names) <= at_most else f"{listed} and {len(names) - at_most} more"

@@ -7,7 +7,8 @@ named on its own is a group of one. Every unit is judged on the same predictions
 
 * ``which="test"`` (the default): the best validation epoch's model on the test split. The best
   epoch was chosen on validation, so validation numbers at that epoch are optimistic; test is not.
-* ``which=<epoch>``: that epoch's validation predictions (a run with fewer epochs uses its last).
+* ``which=<epoch>``: that epoch's validation predictions; a run that has not finished it is left out, and said
+  so (`choose`), never judged at another epoch under this one's name.
 
 Every run's estimates come from `analysis.estimates` (computed once, cached in the run folder):
 its point value and its draws on the resampled example rows, the same rows for every
@@ -32,14 +33,23 @@ is its own question ("is A better calibrated than B by smooth ECE?"), asked of e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import typing
+from dataclasses import dataclass, fields
 from itertools import combinations
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from peftviz.analysis.calibration import has_predictions, resolve
+from peftviz.analysis.calibration import (
+    below_zero_note,
+    data_split,
+    finished_epochs,
+    has_predictions,
+    judgeable,
+    resolve,
+)
+from peftviz.analysis.calibration import split_text as _split_text
 from peftviz.analysis.estimates import cached_estimates
 from peftviz.analysis.run_labels import (
     NOT_YET,
@@ -47,8 +57,11 @@ from peftviz.analysis.run_labels import (
 from peftviz.calibration import estimators, stats
 from peftviz.data.uploads import dataset_label
 from peftviz.errors import ConfigError, RunError
+from peftviz.options import Bounds, check_bound, check_type, shown
+from peftviz.store import schema
 from peftviz.store.runs import Group, Run, group_runs
 from peftviz.tables import format_table
+from peftviz.training.config import MAX_ECE_BINS
 
 # the Calibration page's choice of resamples: 200 gives a readable band in seconds; 1000 is the report's precision
 RESAMPLE_CHOICES = (200, 1000)
@@ -58,23 +71,42 @@ PAIR_COLUMNS = ("a", "b", "metric", "difference", "low", "high", "p", "p_holm", 
 GROUP_INTERVALS = {"bootstrap": "two-level bootstrap over seeds and examples", "t": "t-interval over seeds"}
 
 
+# the most resamples an interval takes: the draws are an (R, N) table of example indices, 10^5 x 10^4 test
+# documents already 8 GB; 1000 give a 95% interval's ends to about 1% of its width
+MAX_RESAMPLES = 100_000
+# what each setting takes: a bad value from the command line or a caller is one ConfigError line, before any work
+SETTING_BOUNDS = {
+    "which": Bounds(at_least=1),  # an epoch; or the name of a stored evaluation ("test")
+    "n_bins": Bounds(at_least=1, at_most=MAX_ECE_BINS),
+    "n_resamples": Bounds(at_least=1, at_most=MAX_RESAMPLES),
+    "seed": Bounds(at_least=0),  # numpy's generators take no negative seed
+    "level": Bounds(above=0, below=1),
+}
+
+
 @dataclass(frozen=True)
 class Settings:
-    """How every estimate of the groups is made; part of every cache key."""
+    """How every estimate of the groups is made; part of every cache key. Checked on construction
+    (`SETTING_BOUNDS`, the choices), so a bad value is one ConfigError line before any work."""
 
     which: int | str = "test"
     n_bins: int = 10
-    scheme: str = "width"
+    scheme: Literal["width", "mass"] = "width"
     n_resamples: int = 1000
     seed: int = 0
     level: float = stats.LEVEL
     group_interval: Literal["bootstrap", "t"] = "bootstrap"  # how groups of seeds get their intervals
 
     def __post_init__(self):
-        if self.group_interval not in GROUP_INTERVALS:
-            raise ConfigError(
-                f"group_interval must be one of {', '.join(GROUP_INTERVALS)}, not {self.group_interval!r}"
-            )
+        hints = typing.get_type_hints(Settings)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            name = "epoch" if f.name == "which" and isinstance(value, int) else f.name
+            check_type(name, value, hints[f.name])
+            if f.name in SETTING_BOUNDS and not isinstance(value, str):
+                check_bound(name, value, SETTING_BOUNDS[f.name])
+        if isinstance(self.which, str):
+            schema.check_evaluation_name(self.which)
 
 
 def check_metrics(metrics) -> tuple[str, ...]:
@@ -310,7 +342,8 @@ def plain_words(result: GroupStats) -> list[str]:
         real = pairs[(pairs["metric"] == metric) & pairs["significant"]]
         heading = estimators.ESTIMATORS[metric].heading
         if real.empty:
-            lines.append(f"{heading}: no difference is larger than chance ({(pairs['metric'] == metric).sum()} pairs).")
+            count = int((pairs["metric"] == metric).sum())
+            lines.append(f"{heading}: no difference is larger than chance ({count} pair{'' if count == 1 else 's'}).")
         lines += [_verdict(row) for row in real.itertuples()]
     return lines
 
@@ -318,6 +351,8 @@ def plain_words(result: GroupStats) -> list[str]:
 def markdown(result: GroupStats) -> str:
     """The statistics as two markdown tables, a sentence on how they were made, and in plain words."""
     lines = [method_sentence(result), "", format_table(wide_summary(result).to_dict("records"))]
+    if note := below_zero_note(result.summary):  # a debiased ECE below 0 is explained where it is shown
+        lines += ["", note]
     if not result.pairs.empty:
         legend = (
             "Differences A − B; * = significant at 5% after Holm's correction over the pairs, per metric; "
@@ -361,36 +396,43 @@ def group_row(group: Group, settings: Settings = Settings()) -> dict:
 # ---------------------------------------------------------------- choosing the groups
 
 
+_split_of = data_split  # what decides the examples a run was judged on: its dataset, data seed and limit
+
+
 def _one_data_split(groups: list[Group]) -> None:
     """Every unit must be judged on the same examples: same dataset, data seed and limit."""
-    splits = {(run.config.dataset, run.data_seed, run.config.limit) for g in groups for run in g.runs}
+    splits = {_split_of(run) for g in groups for run in g.runs}
     if len(splits) > 1:
-        shown = "; ".join(f"{dataset_label(d)} (data seed {s}, limit {n})" for d, s, n in sorted(splits, key=str))
-        raise ConfigError(f"these runs were evaluated on different data, so they cannot be compared: {shown}")
+        listed = "; ".join(_split_text(split) for split in sorted(splits, key=str))
+        raise ConfigError(f"these runs were evaluated on different data, so they cannot be compared: {listed}")
 
 
 def runs_on(runs: list[Run], dataset: str) -> list[Run]:
-    """The runs trained on `dataset` (its name or path as the run records it, or as tables show it): `report
-    --dataset`, one dataset of a comparison over several. One line naming the store's datasets if none is."""
-    chosen = [run for run in runs if dataset in (run.config.dataset, dataset_label(run.config.dataset))]
+    """The readable runs trained on `dataset` (its name or path as the run records it, or as tables show it):
+    `report --dataset`, one dataset of a comparison over several. One line naming the store's datasets if none is."""
+    if not isinstance(dataset, str) or not dataset.strip():
+        raise ConfigError(f"--dataset takes a dataset's name or path, not {shown(dataset)}")
+    readable = [run for run in runs if run.config is not None]
+    chosen = [run for run in readable if dataset in (run.config.dataset, dataset_label(run.config.dataset))]
     if not chosen:
-        known = ", ".join(sorted({dataset_label(run.config.dataset) for run in runs})) or "none: the store is empty"
-        raise ConfigError(f"no run in the store is on dataset {dataset!r}; its datasets: {known}")
+        known = ", ".join(sorted({dataset_label(run.config.dataset) for run in readable})) or "none"
+        raise ConfigError(f"no run in the store is on dataset {shown(dataset)}; its datasets: {known}")
     return chosen
 
 
 def select_units(runs: list[Run], names: list[str] | None = None) -> list[Group]:
     """The units `report` compares. Each name is a group key, a run folder name (a unit of its own)
-    or a method label (its groups). No names: every group of the store's most common data split."""
+    or a method label (its groups); a unit named twice counts once. No names: every group of the store's
+    most common data split."""
     groups = group_runs(runs)
     if not names:
         if not groups:
             return []
-        split_of = {g.key: (g.runs[0].config.dataset, g.runs[0].data_seed, g.runs[0].config.limit) for g in groups}
-        common = pd.Series(list(split_of.values())).value_counts().index[0]
-        chosen = [g for g in groups if split_of[g.key] == common]
+        common = pd.Series([_split_of(g.runs[0]) for g in groups]).value_counts().index[0]
+        chosen = [g for g in groups if _split_of(g.runs[0]) == common]
     else:
-        chosen = [unit for name in names for unit in _units_named(name, groups)]
+        named = [unit for name in names for unit in _units_named(name, groups)]
+        chosen = list({unit.key: unit for unit in named}.values())
     _one_data_split(chosen)
     return chosen
 
@@ -401,5 +443,75 @@ def _units_named(name: str, groups: list[Group]) -> list[Group]:
     by_label = [g for g in groups if g.label == name]
     found = by_key or by_run or by_label
     if not found:
-        raise ConfigError(f"no group, run or method named {name!r} with finished epochs in the store")
+        raise ConfigError(f"no group, run or method named {shown(name)} with finished epochs in the store")
     return found
+
+
+# ---------------------------------------------------------------- what a comparison rests on, and what it leaves out
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The units a comparison judges, each with only the runs it can judge, and one line per reason it left
+    runs out, naming them: nothing is left out in silence."""
+
+    units: list[Group]
+    left_out: list[str]
+
+
+def choose(
+    runs: list[Run], names: list[str] | None = None, dataset: str | None = None, which: int | str = "test"
+) -> Selection:
+    """What `report` compares (`select_units` of the runs on `dataset`), judged at `which`, with a line for
+    every run it leaves out: unreadable, without a finished epoch, a repeat of a seed, evaluated on other data
+    (no names given), or without predictions at `which` yet (`analysis.calibration.judgeable`). An epoch no
+    chosen run has finished is refused."""
+    lines = [f"Left out, unreadable: {run.name} ({run.error})." for run in runs if run.config is None]
+    if dataset is not None:
+        runs = runs_on(runs, dataset)
+    lines += _unstarted_lines(runs)
+    units = select_units(runs, names)
+    if not units:
+        raise ConfigError("nothing to compare: no runs or groups with finished epochs")
+    lines += [] if names else _other_split_lines(runs, units)
+    lines += _repeat_lines(units)
+    check_epoch(units, which)
+    judging = judgeable(units, which)
+    if not judging.units:
+        raise RunError(judging.nothing_left())
+    return Selection(judging.units, lines + judging.left_out())
+
+
+def check_epoch(units: list[Group], which: int | str) -> None:
+    """An epoch (`report --epoch`) must be one the chosen runs finished: 1 up to the most any of them did."""
+    if isinstance(which, str):
+        return
+    last = max(max(finished_epochs(run), default=0) for unit in units for run in unit.runs)
+    if not 1 <= which <= last:
+        raise ConfigError(f"epoch {which} is not one the chosen runs finished: they have epochs 1 to {last}")
+
+
+def _unstarted_lines(runs: list[Run]) -> list[str]:
+    """Readable runs without a finished epoch: nothing of them to judge yet."""
+    unstarted = [f"{run.name} ({run.status})" for run in runs if run.status != "corrupt" and not run.metrics]
+    return [f"Left out, no finished epoch yet: {', '.join(unstarted)}."] if unstarted else []
+
+
+def _other_split_lines(runs: list[Run], chosen: list[Group]) -> list[str]:
+    """The groups on other data than the chosen ones, one line per data split, named as `runs` lists them."""
+    keys = {unit.key for unit in chosen}
+    others: dict[tuple, list[str]] = {}
+    for group in group_runs(runs):
+        if group.key not in keys:
+            others.setdefault(_split_of(group.runs[0]), []).append(group.name)
+    how = "compare them with `report --dataset` or by name"
+    return [
+        f"Left out, evaluated on other data, {_split_text(split)}: {'; '.join(names)} ({how})."
+        for split, names in others.items()
+    ]
+
+
+def _repeat_lines(units: list[Group]) -> list[str]:
+    """Runs at a seed their group already has (`group_runs`): named, never counted."""
+    repeats = [f"{run.name} (seed {run.seed} of {unit.name})" for unit in units for run in unit.repeats]
+    return [f"Not counted, a repeat of a seed its group has: {', '.join(repeats)}."] if repeats else []

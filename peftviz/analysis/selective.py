@@ -82,10 +82,16 @@ def risk_coverage_table(unit: Group, which="test", n_resamples: int = 1000, leve
 SELECTIVE_METRICS = ("aurc", "augrc", "accuracy_at_80", "accuracy_at_90")
 
 
+def settings(which="test", n_resamples: int = 1000) -> group_stats.Settings:
+    """How the selective table's cells are made: `report`'s defaults but for `which` and the resamples."""
+    return group_stats.Settings(which, n_resamples=n_resamples)
+
+
 def summary_table(units: list[Group], which="test", n_resamples: int = 1000) -> pd.DataFrame:
     """Unit × the selective estimators (`SELECTIVE_METRICS`), each cell "value [low, high]" as the Calibration
-    page's comparison gives it, headed by the estimators' headings."""
-    result = group_stats.stats_of_groups(units, group_stats.Settings(which, n_resamples=n_resamples), SELECTIVE_METRICS)
+    page's comparison gives it and `report --metric aurc ...` with `settings(which, n_resamples)`, headed by the
+    estimators' headings."""
+    result = group_stats.stats_of_groups(units, settings(which, n_resamples), SELECTIVE_METRICS)
     return group_stats.wide_summary(result).rename(
         columns={name: ESTIMATORS[name].heading for name in SELECTIVE_METRICS}
     )

@@ -27,8 +27,8 @@ from peftviz.paths import store_dir
 from peftviz.store.runs import Group, Run, group_runs, list_runs, refreshed, run_signature, store_signature
 
 __all__ = ["chart", "choose_units", "document_attention", "lambda_rows", "not_applicable", "options_form", "page",
-           "per_run", "pick_run", "recorded_left_out", "runs", "shared", "show_error", "side_by_side",
-           "trained_model"]  # fmt: skip
+           "per_run", "pick_run", "recorded_left_out", "report_note", "runs", "shared", "show_error", "show_left_out",
+           "side_by_side", "trained_model"]  # fmt: skip
 
 # Streamlit collects garbage over the whole heap after every script run (`runner.postScriptGC`), a
 # fragment's too: with torch, transformers, pandas and plotly loaded that is ~500,000 objects, 0.25 s
@@ -213,25 +213,41 @@ def _run_labels(root: str, signature: tuple) -> dict[str, str]:
     return run_labels(runs())
 
 
+TRAINING_MARK = " (training)"  # a run whose writer is alive, as the Calibration page's legends mark it
+
+
+def _picker_labels(candidates: list[Run]) -> dict[str, str]:
+    """Run name -> its picker label (`run_label`), the store's labels read once for all of them."""
+    root = store_dir()
+    labels = _run_labels(str(root), store_signature(root))
+    return {run.name: _marked(labels.get(run.name) or run_labels([run])[run.name], run) for run in candidates}
+
+
+def _marked(label: str, run: Run) -> str:
+    return label + TRAINING_MARK if run.status == "training" else label
+
+
 def run_label(run: Run) -> str:
     """A run named by its method, seed and what sets it apart from the store's other runs of that
-    method (`run_labels.run_labels`): a picker's entries differ by what differs, not by a hash."""
-    root = store_dir()
-    label = _run_labels(str(root), store_signature(root)).get(run.name)
-    return label or run_labels([run])[run.name]
+    method (`run_labels.run_labels`): a picker's entries differ by what differs, not by a hash. A run
+    still training says so: "(training)"."""
+    return _picker_labels([run])[run.name]
 
 
 def pick_run(label: str, candidates: list[Run], key: str, help: str | None = None,
              default: Run | None = None) -> Run | None:  # fmt: skip
-    """A selectbox of runs, opening on `default` (else the first); None (with a note on the page) when there are none."""
+    """A selectbox of runs (`run_label`), opening on `default` (else the first); None (with a note on the page)
+    when there are none. Entries are named by run folder, so a choice stays chosen when its run finishes
+    training (and loses its "(training)"), and the run returned is the one listed now, not the one chosen then."""
     if not candidates:
         st.info("No suitable runs in the store yet: train some on the Home or Train page.")
         return None
-    root = store_dir()
-    labels = _run_labels(str(root), store_signature(root))  # once, not once per entry
+    labels = _picker_labels(candidates)  # once, not once per entry
+    listed = {run.name: run for run in candidates}
     index = candidates.index(default) if default in candidates else 0
-    return st.selectbox(label, candidates, format_func=lambda run: labels.get(run.name) or run_labels([run])[run.name],
-                        index=index, key=key, help=help)  # fmt: skip
+    picked = st.selectbox(label, candidates, format_func=lambda run: labels.get(run.name) or run_label(run),
+                          index=index, key=key, help=help)  # fmt: skip
+    return listed.get(picked.name, picked)
 
 
 def not_applicable(runs: list[Run], applies: Callable[[Run], bool], why: str) -> None:
@@ -287,9 +303,14 @@ def choose_units(key: str, limit: int = 6) -> Chosen:
     from peftviz.analysis import group_stats
     from peftviz.figures import palette
 
-    corrupt = [run for run in runs() if run.status == "corrupt"]
+    stored = runs()
+    corrupt = [run for run in stored if run.status == "corrupt"]
     if corrupt:
         st.caption("Skipped unreadable runs: " + "; ".join(f"{run.name} ({run.error})" for run in corrupt))
+    unstarted = [f"{run.name} (seed {run.seed}, {run.status})" for run in stored if run.status != "corrupt" and
+                 not run.metrics]  # fmt: skip
+    if unstarted:
+        st.caption(f"Not shown yet, no finished epoch: {', '.join(unstarted)}.")
     usable = runs(usable_only=True)
     if not usable:
         st.info("No runs with a finished epoch yet: train some on the Home or Train page, then come back.")
@@ -307,8 +328,12 @@ def choose_units(key: str, limit: int = 6) -> Chosen:
         candidates = {run.name: Group(run.name, [run]) for run in usable}
         names = analysis.display_names(usable)
         default = [run.name for run in analysis.default_selection(usable, limit)]
+    listed = {key: names[key] + (_seeds_training(unit) if as_groups else "") for key, unit in candidates.items()}
     chosen = st.multiselect("Groups" if as_groups else "Runs", list(candidates), default=default,
-                            format_func=names.get, key=f"{key}_units_{as_groups}")  # fmt: skip
+                            format_func=listed.get, key=f"{key}_units_{as_groups}")  # fmt: skip
+    if chosen == default and (line := analysis.not_by_default(list(candidates.values()), default, names, limit,
+                                                               single_runs=not as_groups)):  # fmt: skip
+        st.caption(line)
     if not chosen:
         st.info("Pick at least one.")
         st.stop()
@@ -318,9 +343,46 @@ def choose_units(key: str, limit: int = 6) -> Chosen:
     return Chosen(units, names, series, as_groups)
 
 
+def _seeds_training(group: Group) -> str:
+    """A group's mark in a picker while some of its runs still train ("(training: seed 2)"), as a single run's
+    name says "(training)" (`analysis.calibration.display_names`); "" when none does."""
+    seeds = [str(run.seed) for run in [*group.runs, *group.repeats] if run.status == "training"]
+    return f" (training: seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)})" if seeds else ""
+
+
 def show_error(err: Exception | str) -> None:
     """A user mistake or bad run folder (an exception or its message), in one sentence on the page: no traceback."""
     st.error(str(err).splitlines()[0] if str(err) else type(err).__name__)
+
+
+def show_left_out(judging) -> None:
+    """What a comparison leaves out (`analysis.calibration.judgeable`), one line per reason, naming the runs:
+    runs on other data and runs not written yet as notes, each damaged run as an error."""
+    for line in judging.notes():
+        st.caption(line)
+    for line in judging.damaged:  # one line per run, naming its file and what is wrong with it
+        show_error(line)
+
+
+def report_note(settings, metrics: tuple[str, ...] = ()) -> str:
+    """Whether a table's intervals are those of `report` (`metrics`: asked with --metric; none, its defaults,
+    and on test those of Home's groups table too), given the `group_stats.Settings` it was made with: the same
+    resamples, bootstrap seed and bins give the same cells."""
+    from peftviz.analysis.group_stats import Settings
+
+    default = Settings()
+    flags = "".join(f" --metric {name}" for name in metrics) + ("" if settings.which == "test" else
+                                                                 f" --epoch {settings.which}")  # fmt: skip
+    where = f"`report{flags}`"
+    if settings.which == "test" and not metrics:
+        where += " and of Home's groups table (test accuracy and ECE)"
+    said = {"n_resamples": f"{default.n_resamples:,} resamples", "seed": f"bootstrap seed {default.seed}",
+            "n_bins": f"{default.n_bins} bins", "scheme": "equal-width bins", "level": f"{default.level:.0%} intervals",
+            "group_interval": "the two-level bootstrap"}  # fmt: skip
+    differ = [text for name, text in said.items() if getattr(settings, name) != getattr(default, name)]
+    if not differ:
+        return f"These are the cells of {where}, at {default.n_resamples:,} resamples."
+    return f"The cells of {where} use {' and '.join(differ)}: with those, these cells are theirs."
 
 
 def current_session() -> str:
@@ -358,7 +420,11 @@ def options_form(
     Number fields get no min_value/max_value on purpose: Streamlit's browser widget refuses a value
     outside them by marking the field and keeping the previous value, so the page would train with a
     number the user did not choose. Every value is passed on as typed, and building the Options
-    refuses it with one sentence naming the setting and its range, before anything starts."""
+    refuses it with one sentence naming the setting and its range, before anything starts.
+
+    The widgets keep their values while `key` stays the same, whatever defaults they are drawn with (the Train
+    page keys its settings by preset, not method). A field the user left at its default follows a new default
+    (another method's learning rate); one the user changed keeps the user's value (`_follow_default`)."""
     types, choices, labels, links = option_class.types(), option_class.choices(), labels or {}, links or {}
     hints = typing.get_type_hints(option_class)
     values = {}
@@ -369,25 +435,43 @@ def options_form(
         label, help_text = _label_and_help(f.name, labels.get(f.name), option_class.help()[f.name])
         widget_key = f"{key}.{f.name}"
         if f.name in links:
+            _follow_default(widget_key, default)
             values[f.name] = _run_choice(label, links[f.name], default, help_text, widget_key)
         elif f.name in choices:  # `Literal[...] | None` (peft's) offers None too, shown as "None"
             options = list(choices[f.name]) + ([None] if _takes_none(hints[f.name]) else [])
             index = options.index(default) if default in options else 0
+            _follow_default(widget_key, options[index])
             values[f.name] = st.selectbox(label, options, index=index, help=help_text, key=widget_key,
                                           format_func=lambda value: "None" if value is None else str(value))  # fmt: skip
         elif types[f.name] is bool:
+            _follow_default(widget_key, bool(default))
             values[f.name] = st.checkbox(label, bool(default), help=help_text, key=widget_key)
         elif types[f.name] is int:  # an optional int (e.g. limit) may be left empty: None
+            _follow_default(widget_key, default)
             number = st.number_input(label, value=default, step=1, help=help_text, key=widget_key)
             values[f.name] = None if number is None else int(number)
         elif types[f.name] is float:  # an optional float (peft's `float | None`) may be left empty: None
             value = None if default is None else float(default)
+            _follow_default(widget_key, value)
             values[f.name] = st.number_input(label, value=value, format="%g", help=help_text, key=widget_key)
         else:
-            text = st.text_input(label, "" if default is None else str(default), help=help_text, key=widget_key)
+            shown = "" if default is None else str(default)
+            _follow_default(widget_key, shown)
+            text = st.text_input(label, shown, help=help_text, key=widget_key)
             optional_and_empty = default is None and not text
             values[f.name] = None if optional_and_empty else text
     return values
+
+
+def _follow_default(widget_key: str, default) -> None:
+    """Before a keyed widget is drawn: when its default has changed since it was last drawn and it still holds
+    the old one (the user never changed it), it takes the new default; a value the user chose stays. Streamlit
+    itself keeps a keyed widget's value whatever default it is drawn with."""
+    last_key = f"{widget_key}.last_default"  # not a widget's key: kept in the session as it is
+    last = st.session_state.get(last_key, default)
+    if last != default and widget_key in st.session_state and st.session_state[widget_key] == last:
+        st.session_state[widget_key] = default
+    st.session_state[last_key] = default
 
 
 def _takes_none(hint) -> bool:

@@ -18,12 +18,13 @@ import importlib.util
 import streamlit as st
 
 from peftviz.app.appkit import current_page, current_session, show_error
-from peftviz.app.jobs import AlreadyQueued, Job, JobQueue, QueueFull
+from peftviz.app.jobs import AlreadyQueued, Job, JobQueue, NotYours, QueueFull
 from peftviz.app.policy import ServerPolicy, visitor_key
 from peftviz.errors import ConfigError
 from peftviz.paths import store_dir
 
 SEEN_ACTIVE_KEY = "jobpanel.active"  # session state: ids of the jobs active at the page's last full run
+OWNER_TOKEN_KEY = "jobpanel.owner_token"  # session state: the ?owner= token this visitor opened the app with
 SHOW_FINISHED = 3  # a visitor's latest finished jobs shown on the page they came from
 
 
@@ -50,15 +51,24 @@ def visitor() -> str:
     return visitor_key(st.context.cookies.get("_streamlit_xsrf"), current_session())
 
 
+def cancels_any() -> bool:
+    """Whether this visitor may cancel every job, as the server's owner (`ServerPolicy.may_cancel_any`): the token of
+    ?owner=<PEFTVIZ_OWNER_TOKEN> is kept for the session, so it holds while the visitor moves between pages."""
+    given = st.query_params.get("owner")
+    if given:
+        st.session_state[OWNER_TOKEN_KEY] = given
+    return policy().may_cancel_any(st.session_state.get(OWNER_TOKEN_KEY))
+
+
 def may_cancel(job: Job) -> bool:
-    """A job's owner may cancel it; so may the server's owner: on a single-user server, every visitor;
-    on a shared one, a visitor who opened the app with ?owner=<PEFTVIZ_OWNER_TOKEN>."""
-    server = policy()
-    if job.owner == visitor() or not server.shared:
-        return True
-    if server.owner_token and st.query_params.get("owner") == server.owner_token:
-        st.session_state["jobpanel.server_owner"] = True  # kept while the visitor moves between pages
-    return bool(server.owner_token) and st.session_state.get("jobpanel.server_owner", False)
+    """A job's owner may cancel it; so may the server's owner (`cancels_any`)."""
+    return job.owner == visitor() or cancels_any()
+
+
+def cancel(queue: JobQueue, job: Job) -> None:
+    """Cancel a job for this visitor: the queue refuses it (NotYours) unless it is theirs or they may cancel any,
+    checked again at the press, whatever the page drew."""
+    queue.cancel(job, by=visitor(), any_job=cancels_any())
 
 
 def submit(configs, resume=(), engine: str = "local", imports=(), force: bool = False) -> Job | None:
@@ -211,8 +221,13 @@ def _status_line(queue: JobQueue, job: Job) -> str:
 
 
 def _cancel_button(queue: JobQueue, job: Job) -> None:
+    """Drawn only for a job this visitor may cancel; a press is checked again by the queue (`cancel`)."""
     if job.active and may_cancel(job):
         help_text = "a training run stopped now is left incomplete: the Train page can resume it"
         if st.button("Cancel", key=f"cancel-job-{job.id}", help=help_text):
-            queue.cancel(job)
+            try:
+                cancel(queue, job)
+            except NotYours as err:
+                show_error(err)
+                return
             st.rerun()

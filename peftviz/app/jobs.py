@@ -46,6 +46,10 @@ class QueueFull(PeftvizError):
     """A job the queue refused; the message says why."""
 
 
+class NotYours(PeftvizError):
+    """A cancel refused: the job is another visitor's, and the one asking may cancel only their own."""
+
+
 class AlreadyQueued(QueueFull):
     """A job refused because an active job trains the same runs (`job`: that one; `own`: the same visitor's)."""
 
@@ -277,8 +281,14 @@ class JobQueue:
     def find(self, job_id: int) -> Job | None:
         return next((job for job in self.jobs if job.id == job_id), None)
 
-    def cancel(self, job: Job) -> None:
-        """Take a waiting job out of line, or stop a running one (its run is left incomplete, resumable)."""
+    def cancel(self, job: Job, by: str | None = None, any_job: bool = False) -> None:
+        """Take a waiting job out of line, or stop a running one (its run is left incomplete, resumable).
+
+        by: the visitor asking (None: the server itself, a test or a command). A visitor may cancel only their
+        own jobs unless `any_job` (the server's owner; every visitor of a single-user server): another's is
+        refused with NotYours, whatever the page drew, so a replayed or forged click cancels nothing."""
+        if by is not None and by != job.owner and not any_job:
+            raise NotYours(f"job {job.id} is another visitor's: only they, or the server's owner, may cancel it")
         with self._lock:
             job.cancel_requested = True
             if job.status == "waiting":

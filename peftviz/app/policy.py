@@ -29,6 +29,7 @@ server with `--server.maxUploadSize` at the same limit so larger files stop in t
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import re
 from dataclasses import dataclass
@@ -99,6 +100,18 @@ class ServerPolicy:
         raise ModelLoadError(
             f"this server is shared: the model must be one of {', '.join(self.models(store_models))}; "
             "server paths and hub ids are not loaded"
+        )
+
+    def may_cancel_any(self, token: str | None) -> bool:
+        """Whether a visitor who gave `token` (?owner=) may cancel every job: on a single-user server, every
+        visitor; on a shared one, only with the server's PEFTVIZ_OWNER_TOKEN (none set: nobody), compared in
+        constant time."""
+        if not self.shared:
+            return True
+        if not self.owner_token or not isinstance(token, str):
+            return False
+        return hmac.compare_digest(
+            token.encode(errors="surrogatepass"), self.owner_token.encode(errors="surrogatepass")
         )
 
     @staticmethod

@@ -7,22 +7,23 @@ method to train instead of drawing an empty figure. The steps, in order:
 1. prefixes          prefix-tuning's extra keys and values, prefix-propagation's extra positions
 2. attention         where a prefix run's attention goes: λ(C) per layer and head
 3. kernel            λ(C) against α: what the kernel form fixes to a constant
-4. calibration       ECE over epochs, one line per method
+4. calibration       ECE over epochs, a panel per method (a setting at several seeds: their mean)
 5. averaging         tiny-attention's heads: how different they became, before they are averaged
 
 Every step draws from one comparison (`comparison_of`): the complete runs trained on one model and
 dataset with the same data and budget (`COMPARISON_SETTINGS`), so that the steps compare like with like
 and can name what they show. The store may hold several; the Tour takes the one that covers the most of
-the papers' methods, then the default model's, then the newest.
+the papers' methods, then the default model's, then the newest. What it leaves out of the store is said
+in one line per reason (`left_out`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from peftviz.analysis import kernel, tiny_heads
-from peftviz.store.runs import Run
+from peftviz.store.runs import Run, group_runs
 from peftviz.training.config import TrainConfig, comparison_methods
 
 # what the runs of one comparison share: the encoder, the data and its split, and the training budget
@@ -47,6 +48,7 @@ class Comparison:
 
     settings: dict  # COMPARISON_SETTINGS -> their values
     runs: list[Run]  # the newest complete run of each label, in the store's order
+    members: list[Run] = field(default_factory=list)  # every run of these settings the Tour may draw (all seeds)
 
     @property
     def name(self) -> str:
@@ -76,7 +78,8 @@ def comparisons(runs: list[Run]) -> list[Comparison]:
         return len(covered), settings[0] == DEFAULT_MODEL, max(by_settings[settings])
 
     ordered = sorted(by_settings, key=rank, reverse=True)
-    return [Comparison(dict(zip(COMPARISON_SETTINGS, settings)), one_per_label([runs[i] for i in by_settings[settings]]))
+    members = {settings: [runs[i] for i in by_settings[settings]] for settings in ordered}
+    return [Comparison(dict(zip(COMPARISON_SETTINGS, settings)), one_per_label(members[settings]), members[settings])
             for settings in ordered]  # fmt: skip
 
 
@@ -94,6 +97,57 @@ def one_per_label(runs: list[Run]) -> list[Run]:
             newest.pop(run.label, None)  # re-inserted last: the order follows the newest runs
             newest[run.label] = run
     return list(newest.values())
+
+
+def with_their_seeds(runs: list[Run]) -> list[Run]:
+    """The newest complete run of each label with the other seeds of its group (`group_runs`), group by group:
+    a setting trained at several seeds is drawn as their mean, as the Calibration page draws a group."""
+    groups = group_runs([run for run in runs if run.status == "complete" and run.metrics])
+    by_run = {run.name: group for group in groups for run in [*group.runs, *group.repeats]}
+    picked = [by_run[run.name] for run in one_per_label(runs)]
+    return [run for group in {group.key: group for group in picked}.values() for run in group.runs]
+
+
+def left_out(runs: list[Run], shown: Comparison | None) -> list[str]:
+    """What the Tour leaves out of the store's `runs`, one line per reason, naming the runs (a method by its
+    label and seed) or the comparisons: unreadable, not complete, recorded from other loops (no parameters),
+    imported, or in another comparison than the `shown` one."""
+    drawn = {run.name for run in shown.members} if shown else set()
+    reasons: dict[str, list[str]] = {}
+    for run in runs:
+        if run.name not in drawn and (why := _why_left_out(run)):
+            reasons.setdefault(why, []).append(_named(run))
+    lines = [f"Not drawn, {why}: {', '.join(named)}." for why, named in reasons.items()]
+    others = [f"{other.name}, data seed {other.settings['data_seed']} ({_runs_count(other.members)})"
+              for other in comparisons(runs) if not shown or other.settings != shown.settings]  # fmt: skip
+    return lines + ([f"Not drawn, other comparisons (another model, data or budget): {'; '.join(others)}."]
+                    if others else [])  # fmt: skip
+
+
+def _runs_count(runs: list[Run]) -> str:
+    return f"{len(runs)} run{'' if len(runs) == 1 else 's'}"
+
+
+def _named(run: Run) -> str:
+    """A left-out run as a reader knows it: its method label and seed (and status, when not complete); an
+    unreadable one by its folder."""
+    if run.config is None:
+        return run.name
+    return f"{run.label} seed {run.seed}" + ("" if run.status == "complete" else f" ({run.status})")
+
+
+def _why_left_out(run: Run) -> str | None:
+    """Why a run is in no comparison; None for a run of one (drawn, or in another comparison)."""
+    if run.config is None:
+        return "unreadable"
+    if run.recorded:
+        return ("recorded from other training loops (they hold predictions, not the parameters the attention steps "
+                "rebuild a model from)")  # fmt: skip
+    if run.imported:
+        return "imported, not trained here"
+    if run.status != "complete" or not run.metrics:
+        return "not complete"
+    return None
 
 
 def where_attention_goes(runs: list[Run]) -> list[Run]:
@@ -160,7 +214,7 @@ STEPS = [
         "confidence bin; lower is better, and the Calibration page adds intervals and significance tests.",
         r"\mathrm{ECE} = \sum_b \frac{n_b}{N}\,\big|\mathrm{acc}(b) - \mathrm{conf}(b)\big|",
         "Train the quick comparison on the Home page.",
-        one_per_label,
+        with_their_seeds,
     ),
     Step(
         "averaging",

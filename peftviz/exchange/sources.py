@@ -20,6 +20,7 @@ from pathlib import Path
 
 from peftviz.errors import ExchangeError
 from peftviz.files import MB, FileProblem, read_text
+from peftviz.options import shown, with_article
 from peftviz.store.schema import HF_CLASSIFIER, PEFT_ADAPTER, PEFTVIZ_EXPORT
 
 ADAPTER_CONFIG, ADAPTER_WEIGHTS, PICKLED_ADAPTER = (
@@ -50,10 +51,12 @@ class Source:
         """A JSON object of the folder, read with a size limit; ExchangeError naming it otherwise."""
         try:
             value = json.loads(read_text(self.folder / file, JSON_LIMIT))
+        except RecursionError:  # brackets nested thousands deep: json gives up in its own recursion
+            raise ExchangeError(f"{self.name}: cannot read {file}: it is nested too deeply") from None
         except (FileProblem, OSError, ValueError) as err:
             raise ExchangeError(f"{self.name}: cannot read {file}: {err}".splitlines()[0]) from None
         if not isinstance(value, dict):
-            raise ExchangeError(f"{self.name}: {file} holds a {type(value).__name__}, not an object")
+            raise ExchangeError(f"{self.name}: {file} holds {with_article(type(value).__name__)}, not an object")
         return value
 
     def has(self, file: str) -> bool:
@@ -78,36 +81,69 @@ def nothing_to_import(name: str) -> ExchangeError:
 
 def check_source(name: str) -> None:
     """What a form can check without downloading or loading anything: a local folder exists and holds
-    something to import; anything else must read as a hub id."""
+    something to import; anything else must read as a hub id, and while the hub is off (HF_HUB_OFFLINE) be
+    in this machine's Hugging Face cache, found as the import itself would find it (`_hub_snapshot`)."""
     if not name:
         raise ExchangeError("give the folder or hub id of the model to import")
-    path = Path(name).expanduser()
-    if path.is_dir() and not any((path / file).is_file() for file in KINDS):
-        raise nothing_to_import(name)
-    if not path.is_dir():
-        _refuse_unless_hub_id(name)
+    path = _on_disk(name)
+    if path is not None and path.is_dir():
+        if not any((path / file).is_file() for file in KINDS):
+            raise nothing_to_import(name)
+        return
+    _refuse_unless_hub_id(name)
+    if _hub_is_off():
+        _hub_snapshot(name, cached_only=True)
+
+
+def _on_disk(name: str) -> Path | None:
+    """`name` as a path (`~` expanded) where something is there, else None; ExchangeError in one line for a
+    name the system cannot look up (too long for the file system, a `~user` who has no home)."""
+    try:
+        path = Path(name).expanduser()
+        return path if path.exists() else None
+    except (OSError, RuntimeError) as err:
+        raise ExchangeError(f"no folder {shown(name)}: {getattr(err, 'strerror', None) or err}") from None
 
 
 def _refuse_unless_hub_id(name: str) -> None:
-    if Path(name).expanduser().exists():
+    if _on_disk(name) is not None:
         raise ExchangeError(f"{name} is a file; give the folder that holds the model or adapter")
     if name.startswith((".", "/", "~")) or not HUB_ID.fullmatch(name):
         raise ExchangeError(f"no folder {name} (and it is not a hub id of the form owner/name)")
 
 
 def _local_or_hub(name: str) -> tuple[Path, str | None]:
-    path = Path(name).expanduser()
-    if path.is_dir():
+    path = _on_disk(name)
+    if path is not None and path.is_dir():
         return path, None
     _refuse_unless_hub_id(name)
+    folder = _hub_snapshot(name, cached_only=_hub_is_off())
+    return folder, folder.name  # the snapshot folder is named by its commit
+
+
+def _hub_is_off() -> bool:
+    """Whether the hub is off, as the model loader reads it: the environment now, not at import."""
+    from peftviz.modeling.backbones import _hub_off  # torch loads there: only where a hub id is checked
+
+    return _hub_off()
+
+
+def _hub_snapshot(name: str, cached_only: bool) -> Path:
+    """Hub id `name`'s snapshot folder (JSON, safetensors and tokenizer files): downloaded, or with
+    `cached_only` (the hub off) found in this machine's Hugging Face cache without asking the hub."""
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     try:
-        folder = Path(snapshot_download(name, allow_patterns=HUB_FILES))
+        return Path(snapshot_download(name, allow_patterns=HUB_FILES, local_files_only=cached_only))
     except (OSError, ValueError, HfHubHTTPError) as err:  # offline, no such repository, no access: the hub's reason
+        if cached_only and isinstance(err, LocalEntryNotFoundError):
+            raise ExchangeError(
+                f"cannot download {name} from the Hugging Face hub: the hub is off (HF_HUB_OFFLINE) and this "
+                f"machine's cache lacks it; download it once where the hub is reachable (hf download {name}), "
+                "or give its folder"
+            ) from None
         raise ExchangeError(f"cannot download {name} from the Hugging Face hub: {err}".splitlines()[0]) from None
-    return folder, folder.name  # the snapshot folder is named by its commit
 
 
 def _file_hashes(folder: Path) -> dict[str, str]:

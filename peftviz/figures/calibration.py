@@ -32,7 +32,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from peftviz.analysis.calibration import RECALIBRATION_NAMES, SCHEME_NAMES, Recalibration, table_ece
+from peftviz.analysis.calibration import (
+    MIN_BAND_SEEDS,
+    RECALIBRATION_NAMES,
+    SCHEME_NAMES,
+    GroupDiagram,
+    Recalibration,
+    table_ece,
+)
 from peftviz.calibration import stats
 from peftviz.calibration.estimators import SmoothDiagram
 from peftviz.figures.layout import respace_rows, title_over_plot
@@ -54,6 +61,7 @@ PANEL_TITLE_PX = 40  # a panel title's two lines
 PANEL_GAP_PX = PANEL_TITLE_PX + 12  # between rows of panels
 PANEL_TOP_PX = 130  # above the first row: the title (up to three lines) and the first row's panel titles
 PANEL_MARGIN = {"t": 10, "b": 60, "l": 60, "r": 20}  # the title pushes the top margin out as far as it needs
+SUBTITLE_CHARS = 110  # a subtitle line of a full-width figure: ~160 characters fill it at 1280 px (Chromium)
 DENSITY_COLOR = "rgba(128, 128, 128, 0.45)"
 DENSITY_SHARE = 0.25  # the density's peak reaches a quarter of the way up a smooth diagram's panel
 CLASS_PANEL_PX = 230  # a classwise diagram's panel
@@ -393,12 +401,15 @@ def smooth_reliability_figure(curves: dict[str, SmoothDiagram], title: str, band
 
     The curve and band are drawn only where they rest on predictions (`SmoothDiagram.supported`):
     elsewhere the smoother has nothing to average and read as accuracy 0 where a run had no
-    prediction. A band is clipped to [0, 1], where accuracy lies. `band` says what the band is;
+    prediction. A band is clipped to [0, 1], where accuracy lies. `band` says what a run's band is;
+    a group (`GroupDiagram`) draws its seeds' mean over the t-band of the seeds, and each seed's curve
+    dotted, and below MIN_BAND_SEEDS seeds no band: too few seeds for one, the subtitle says.
     `series`: name -> Series, for the palette's colours.
     """
     titles = [f"{name}<br>smECE {diagram.smooth_ece:.4f}" for name, diagram in curves.items()]
-    subtitle = (f"band: {band}<br>dashed: perfect calibration · grey: density of the confidences · "
-                "curve drawn where predictions are")  # fmt: skip
+    notes = ["dotted: each seed of a group"] if any(isinstance(d, GroupDiagram) for d in curves.values()) else []
+    notes += ["dashed: perfect calibration", "grey: density of the confidences", "curve drawn where predictions are"]
+    subtitle = "<br>".join(_lines([*_band_parts(curves, band), *notes]))
     fig, panels = panel_grid(titles, 230, f"{title}<br><sup>{subtitle}</sup>", "confidence", secondary_y=True)
     for (name, diagram), panel in zip(curves.items(), titles):
         where, line_color = panels[panel], color(series_of(name, series))
@@ -408,9 +419,11 @@ def smooth_reliability_figure(curves: dict[str, SmoothDiagram], title: str, band
         density_axis = fig.layout[fig.data[-1].yaxis.replace("y", "yaxis")]  # its own peak: one run's spike at
         density_axis.update(matches=None, range=[0, float(diagram.density.max()) / DENSITY_SHARE])  # 1 hid the rest
         supported = diagram.supported()
-        for stretch in _stretches(supported):
-            low, high = (np.clip(edge[stretch], 0, 1) for edge in (diagram.lower, diagram.upper))
-            shaded_band(fig, diagram.mesh[stretch], low, high, line_color, name, where)
+        if not isinstance(diagram, GroupDiagram) or diagram.banded:
+            for stretch in _stretches(supported):
+                low, high = (np.clip(edge[stretch], 0, 1) for edge in (diagram.lower, diagram.upper))
+                shaded_band(fig, diagram.mesh[stretch], low, high, line_color, name, where)
+        _seed_curves(fig, diagram, name, series_of(name, series), supported, where)
         fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=_only(diagram.curve, supported),
                                  mode="lines", line={"color": line_color}, legendgroup=name,
                                  name=f"{name} (smECE {diagram.smooth_ece:.4f})"), secondary_y=False, **where)  # fmt: skip
@@ -421,6 +434,40 @@ def smooth_reliability_figure(curves: dict[str, SmoothDiagram], title: str, band
     fig.update_xaxes(range=UNIT_RANGE, automargin=True)
     fig.update_yaxes(title_text="accuracy", col=1, secondary_y=False)
     return fig
+
+
+def _band_parts(curves: dict[str, SmoothDiagram], band: str) -> list[str]:
+    """What each kind of panel's band is: a run's (`band`), a group's t-band over its seeds, or none for a
+    group of fewer than MIN_BAND_SEEDS seeds; the first part says "band:"."""
+    groups = [diagram for diagram in curves.values() if isinstance(diagram, GroupDiagram)]
+    parts = [] if len(groups) == len(curves) else [f"one run: {band}" if groups else band]
+    if any(group.banded for group in groups):
+        parts.append("a group: 95% t-interval of its seeds' mean")
+    if not all(group.banded for group in groups):
+        parts.append(f"a group of fewer than {MIN_BAND_SEEDS} seeds: none, too few seeds for a band")
+    return [f"band: {parts[0]}", *parts[1:]]
+
+
+def _lines(parts: list[str], width: int = SUBTITLE_CHARS) -> list[str]:
+    """`parts` joined with " · " into lines of at most `width` characters (a part longer stands alone)."""
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += f" · {part}"
+        else:
+            lines.append(part)
+    return lines
+
+
+def _seed_curves(fig: go.Figure, diagram: SmoothDiagram, name: str, who: Series, supported, where: dict) -> None:
+    """A group's seeds' own curves, thin and dotted in shades of its colour, where the group's curve is drawn."""
+    if not isinstance(diagram, GroupDiagram):
+        return
+    for seed, curve in zip(diagram.seeds, diagram.seed_curves):
+        fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=_only(curve, supported), mode="lines",
+                                 line={"color": color(Series(who.method, who.variant, seed)), "width": 1, "dash": "dot"},
+                                 name=f"{name} seed {seed}", legendgroup=name, showlegend=False),
+                      secondary_y=False, **where)  # fmt: skip
 
 
 # ---------------------------------------------------------------- pairwise differences

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from peftviz.errors import ConfigError
+from peftviz.options import shown
 
 if TYPE_CHECKING:
     from peftviz.methods.base import MethodConfig, PeftMethod
@@ -111,7 +112,7 @@ def method_class(name: str) -> type[PeftMethod]:
         if isinstance(name, str) and name.startswith((PEFT_PREFIX, EXTERNAL_PREFIX)):
             raise ConfigError(err.args[0]) from None
         raise ConfigError(
-            f"unknown method {name!r}; choose one of {', '.join(METHODS)}, or {PEFT_PREFIX}<TYPE> for any peft tuner"
+            f"unknown method {shown(name)}; choose one of {', '.join(METHODS)}, or {PEFT_PREFIX}<TYPE> for any peft tuner"
         ) from None
 
 

@@ -30,6 +30,9 @@ from torch import Tensor
 
 from peftviz.errors import ConfigError
 from peftviz.methods.peft_tuner import PeftTuner, peft_options
+from peftviz.options import Bounds, check_bound, check_type, shown
+
+TOTAL_STEPS = Bounds(at_least=1)  # peft's AdaLoraConfig refuses a total_step of None or below 1
 
 
 class AdaLoraOptions(peft_options("ADALORA")):
@@ -44,6 +47,12 @@ class AdaLoRA(PeftTuner):
 
     def schedule(self, total_steps: int) -> None:
         config = self.config
+        # peft prunes init_r - target_r triplets per map: with none to prune, its kthvalue fails in the first allocation
+        if config.target_r >= config.init_r:
+            raise ConfigError(
+                f"adalora: target_r must be below init_r ({config.init_r}) to allocate ranks in training, not "
+                f"{config.target_r}"
+            )
         if total_steps <= config.tinit + config.tfinal:
             raise ConfigError(
                 f"adalora: training takes {total_steps} steps, which leaves none to allocate ranks in after "
@@ -102,3 +111,18 @@ class AdaLoRA(PeftTuner):
         """As any tuner's; peft itself applies rank_pattern when it loads (peftviz keeps the pruned triplets at 0)
         and total_step is the schedule of a training that is over."""
         return super().options_from_peft({k: v for k, v in adapter.items() if k not in ("rank_pattern", "total_step")})
+
+    @classmethod
+    def check_peft_values(cls, adapter: dict, options: dict) -> None:
+        """The options' checks, and those of what peft reads besides when it loads an AdaLoRA adapter: total_step,
+        which peft requires (> 0) though training alone uses it, and rank_pattern, per map the init_r flags of the
+        triplets kept, by which peft resizes the map's layers."""
+        super().check_peft_values(adapter, options)
+        check_type("total_step", adapter.get("total_step"), int)
+        check_bound("total_step", adapter.get("total_step"), TOTAL_STEPS)
+        init_r = options.get("init_r")
+        for key, kept in (adapter.get("rank_pattern") or {}).items():
+            if not (isinstance(kept, list) and len(kept) == init_r and all(isinstance(flag, bool) for flag in kept)):
+                raise ConfigError(
+                    f"rank_pattern[{shown(key)}] must be a list of init_r = {init_r} true or false, not {shown(kept)}"
+                )

@@ -22,9 +22,11 @@ What a method tells the rest of peftviz (class attributes and methods below):
   positions), `alpha_sweep_method` (the α sweep applies), `averages_heads` (the heads page applies),
   `attention_note` (what the Attention page should say about it);
 - exchange with Hugging Face peft (`peftviz.exchange`): `peft_type` (None: peft has no such method),
-  `peft_config()` (its options as peft's config takes them), `options_from_peft(adapter_config)`,
-  and for prompt learning `peft_prompt()` / `prompt_state(prompt_embeddings)`, the tensor peft
-  stores. Tensors a method injects into the encoder (LoRA's, IA3's) carry over by name.
+  `peft_config()` (its options as peft's config takes them), `options_from_peft(adapter_config)`
+  and `check_peft_values` (those options held to the options' own bounds before peft sees them,
+  named as the adapter names them: `peft_names`), and for prompt learning `peft_prompt()` /
+  `prompt_state(prompt_embeddings)`, the tensor peft stores. Tensors a method injects into the
+  encoder (LoRA's, IA3's) carry over by name.
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ class PeftMethod(nn.Module):
     # Hugging Face peft's PeftType of the same method, where peft has it: `export` writes such runs as
     # peft adapters, and `import` reads peft adapters of that type as runs of this method
     peft_type: ClassVar[str | None] = None
+    # option -> the adapter_config.json field it is read from, where the names differ (prompt tuning's prompt_length
+    # is peft's num_virtual_tokens): what `check_peft_values` names in its refusals
+    peft_names: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, config: MethodConfig, encoder_config):
         super().__init__()
@@ -247,6 +252,15 @@ class PeftMethod(nn.Module):
         """The method's options for a peft adapter_config.json of `peft_type`; ConfigError (one line)
         for a feature the method does not have."""
         raise ConfigError(f"{cls.name} has no Hugging Face peft form")
+
+    @classmethod
+    def check_peft_values(cls, adapter: dict, options: dict) -> None:
+        """ConfigError (one line, naming the adapter's field) where `options`, which `options_from_peft` read from
+        `adapter`, are not what this method's options take: each by its own type and bounds (the bounds a user's
+        options are held to), then all together (the config's `validate`). Before peft builds anything of them."""
+        for name, value in options.items():
+            cls.config_class.check_value(name, value, called=cls.peft_names.get(name, name))
+        cls.config_class.from_dict(options)
 
     @classmethod
     def prompt_state(cls, embeddings: Tensor) -> dict[str, Tensor]:

@@ -34,7 +34,7 @@ from peft import IA3Config, inject_adapter_in_model
 from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.methods.lora import PeftInjection, refuse_unsupported
-from peftviz.options import option
+from peftviz.options import option, shown
 
 # targets -> (target_modules, feedforward_modules) as IA3Config takes them
 IA3_TARGETS = {
@@ -87,7 +87,7 @@ class IA3(PeftMethod):
             if all(_same_targets(a, b) for a, b in zip(found, targets)):
                 return {"targets": name}
         raise ConfigError(
-            f"the ia3 adapter targets {found[0]} (feed-forward {found[1]}); peftviz's IA3 targets "
+            f"the ia3 adapter targets {shown(found[0])} (feed-forward {shown(found[1])}); peftviz's IA3 targets "
             f"{' or '.join(f'{t[0]} (feed-forward {t[1]})' for t in IA3_TARGETS.values())}"
         )
 

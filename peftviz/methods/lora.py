@@ -29,8 +29,9 @@ own LoRA tuner, `peft:LORA` (LoRA biases, other targets), where one does.
 
 Bounds of the options: r from 1 to MAX_RANK = 1024 (Hu et al. use 1 to 64; a rank beyond the
 hidden size, 1024 for the largest supported encoders, adds parameters and no expressiveness);
-α from 1 to MAX_LORA_ALPHA = 4096 (peft takes an int; 4096 is a scale α / r of 4096 at r = 1);
-dropout in [0, 1).
+α from 1 to MAX_LORA_ALPHA = 4096 (an int, as peft declares it; 4096 is a scale α / r of 4096 at
+r = 1); dropout in [0, 1). An adapter's r, lora_alpha and lora_dropout are held to the same bounds
+(`check_peft_values`): a lora_alpha of 8.0 is refused as a value of 8.5 or "8" is.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from peft.tuners.tuners_utils import BaseTunerLayer
 
 from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
-from peftviz.options import option
+from peftviz.options import option, shown
 
 ALL_LINEAR = "all-linear"  # peft's shorthand: every nn.Linear of the encoder
 # the same on a classifier's encoder layers only (peft fully matches a string target against module names)
@@ -101,7 +102,9 @@ def refuse_unsupported(adapter: dict, peft_config_class, names: tuple[str, ...],
     for name in names:
         value = adapter.get(name, defaults.get(name))
         if value not in (defaults.get(name), None, {}, [], False):
-            raise ConfigError(f"the {method} adapter sets {name}={value!r}, which peftviz's {method} does not have")
+            raise ConfigError(
+                f"the {method} adapter sets {name}={shown(value)}, which peftviz's {method} does not have"
+            )
 
 
 def check_targets(encoder, targets: str | list[str], method: str) -> None:
@@ -180,14 +183,11 @@ class LoRA(PeftMethod):
         refuse_unsupported(adapter, LoraConfig, UNSUPPORTED_LORA, cls.name)
         init = adapter.get("init_lora_weights", True)
         if init not in LORA_STARTS:  # PiSSA, OLoRA, LoftQ, ... start from changed base weights, which peft redoes
-            raise ConfigError(f"the {cls.name} adapter sets init_lora_weights={init!r}, which peftviz's {cls.name} "
-                              "does not have")  # fmt: skip
-        alpha = adapter.get("lora_alpha", 8)
-        if alpha != int(alpha):
-            raise ConfigError(f"the lora adapter's lora_alpha is {alpha}; peftviz's LoRA takes whole numbers")
-        return {
+            raise ConfigError(f"the {cls.name} adapter sets init_lora_weights={shown(init)}, which peftviz's "
+                              f"{cls.name} does not have")  # fmt: skip
+        return {  # as the adapter holds them: `check_peft_values` then holds them to the options' types and bounds
             "r": adapter.get("r", 8),
-            "lora_alpha": int(alpha),
+            "lora_alpha": adapter.get("lora_alpha", 8),
             "lora_dropout": adapter.get("lora_dropout", 0.0),
             "target_modules": lora_targets(adapter.get("target_modules")),
         }
@@ -202,5 +202,5 @@ def lora_targets(targets) -> str:
         for choice in choices:
             if choice != ALL_LINEAR and set(choice.split(",")) == set(targets):
                 return choice
-    shown = targets if isinstance(targets, str) else ",".join(sorted(targets or []))
-    raise ConfigError(f"the lora adapter targets {shown}; peftviz's LoRA targets one of: {', '.join(choices)}")
+    named = targets if isinstance(targets, str) else ",".join(sorted(map(str, targets or [])))
+    raise ConfigError(f"the lora adapter targets {shown(named)}; peftviz's LoRA targets one of: {', '.join(choices)}")

@@ -72,7 +72,7 @@ class PTuning(PromptTuning):
 
     def __init__(self, config: PTuningConfig, encoder_config):
         PeftMethod.__init__(self, config, encoder_config)  # not prompt tuning's free (n, D) prompt
-        from peft import PromptEncoderConfig
+        from peft import PromptEncoderConfig, PromptEncoderReparameterizationType
         from peft.tuners.p_tuning import PromptEncoder
 
         peft_config = PromptEncoderConfig(
@@ -80,7 +80,9 @@ class PTuning(PromptTuning):
             num_virtual_tokens=config.prompt_length,
             token_dim=self.hidden_size,
             num_transformer_submodules=1,
-            encoder_reparameterization_type=config.encoder_reparameterization_type,
+            # peft's enum, not its value: peft 0.21's MLP encoder names it (`.value`) in a warning when
+            # encoder_num_layers is not 2, and fails on a plain string
+            encoder_reparameterization_type=PromptEncoderReparameterizationType(config.encoder_reparameterization_type),
             encoder_hidden_size=config.encoder_hidden_size,
             encoder_num_layers=config.encoder_num_layers,
             encoder_dropout=config.encoder_dropout,

@@ -24,9 +24,17 @@ built, so a refused value is a one-line error before any model loads.
 
 Bounds. peft bounds little itself, and every number that sizes something needs an upper bound
 here: integers are in [0, MAX_SIZE] (65,536: 64 times peft's largest default size, FourierFT's
-1,000 frequencies), and the ranks (RANKS) in [0, 1,024] as LoRA's r is (lora.py); fractions
-(dropouts) in [0, 1); other floats in [0, MAX_FLOAT]. A negative default (LoKr's decompose_factor
--1, "automatic") extends the lower bound to it.
+1,000 frequencies), the ranks (RANKS) up to 1,024 and lora_alpha up to 4,096, as LoRA's own r and α
+are (lora.py); fractions (dropouts) in [0, 1), AdaLoRA's β in (0, 1), which peft asserts; other
+floats in [0, MAX_FLOAT]. A negative default (LoKr's decompose_factor -1, "automatic") extends the
+lower bound to it. The sizes peft divides by or picks k of (POSITIVE: ranks, LoRA's α, VB-LoRA's
+vectors, FourierFT's frequencies, AdaLoRA's deltaT, ...) start at 1: at 0 peft fails, deep in
+attaching or in the first training steps (a ZeroDivisionError, an empty kthvalue, a non-finite
+PiSSA start), unless peft's own default is 0, which then means "not this way" (OFT's r, given
+its oft_block_size). Rules across options are peft's own (its config's checks, and what it refuses
+when it attaches: VB-LoRA's topk beyond its num_vectors, in one line); AdaLoRA's target_r below its
+init_r, which peft needs only to allocate ranks, is checked when training is scheduled (adalora.py),
+so that an adapter with any ranks still imports.
 
 Named methods (NAMED below, one class each with the peft type and the settings that make it what
 it is) and `peft:<TYPE>` for any other type: `METHODS["peft:C3A"]` builds the class on first use.
@@ -49,12 +57,18 @@ import torch
 
 from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
-from peftviz.options import option
+from peftviz.methods.lora import LORA_STARTS, MAX_LORA_ALPHA, MAX_RANK, PeftInjection
+from peftviz.options import option, shown
 
 MAX_SIZE = 65_536
-MAX_RANK = 1024
 MAX_FLOAT = 1e6
 RANKS = ("r", "init_r", "target_r")
+# sizes peft divides by, or picks k of, or builds (prompt learning's): from 1 (at 0 peft fails), unless peft's default
+# is 0 (OFT's r)
+POSITIVE = frozenset({"r", "init_r", "lora_alpha", "deltaT", "n_frequency", "num_vectors", "vector_length", "topk",
+                      "n_splits", "num_virtual_tokens", "token_dim", "num_layers", "num_attention_heads",
+                      "num_transformer_submodules"})  # fmt: skip
+OPEN_FRACTIONS = ("beta1", "beta2")  # AdaLoRA's moving averages: peft asserts 0 < β < 1
 PEFT_DEFAULT, ALL_LINEAR = "peft-default", "all-linear"
 ALL_LINEAR_PATTERN = (  # the encoder layers' linear maps (peft's "all-linear" would also take BERT's pooler)
     r".*\.?layer\.\d+\.(attention\.self\.(query|key|value)(_global)?|attention\.output\.dense"
@@ -70,6 +84,8 @@ NOT_COMPUTATION = frozenset({
 })  # fmt: skip
 # peft config fields that are not options here: those, GPTQ's quantised LoRA, and what peftviz sets itself
 NOT_OPTIONS = NOT_COMPUTATION | {"use_qalora", "total_step", "target_modules"}
+# what peft raises where a tuner cannot apply to an encoder (SHADOW looks for a decoder's layers: AttributeError)
+CANNOT_APPLY = (ValueError, TypeError, NotImplementedError, RuntimeError, KeyError, AssertionError, AttributeError)
 WORDS = re.compile(r"[\w.-]+(,[\w.-]+)*")  # what a string option of a peft tuner takes
 TARGETS_HELP = (
     "the modules peft adapts: peft-default (peft's targets for this encoder type; BERT's for the Longformer), "
@@ -91,15 +107,29 @@ def _plain_type(hint) -> Any | None:
 
 def _bounds(name: str, kind, default) -> dict:
     base = kind if kind in (int, float) else next((a for a in get_args(kind) if a in (int, float)), None)
-    if base is int:  # from 0, or from a negative default, which peft uses to mean "automatic" (LoKr's -1)
-        low = min(0, default) if isinstance(default, int) else 0
-        return {"at_least": low, "at_most": MAX_RANK if name in RANKS else MAX_SIZE}
+    if base is int:
+        return {"at_least": _lowest(name, default), "at_most": _highest(name)}
     if base is float:
         if "dropout" in name:
             return {"at_least": 0, "below": 1}
+        if name in OPEN_FRACTIONS:
+            return {"above": 0, "below": 1}
         low = min(0.0, default) if isinstance(default, (int, float)) else 0.0  # peft's weights and scales are >= 0
         return {"at_least": low, "at_most": MAX_FLOAT}
     return {"max_chars": 200} if kind is str else {}
+
+
+def _lowest(name: str, default) -> int:
+    """An int option's lower bound: 1 for the POSITIVE sizes (but 0 where peft's default is 0); else 0, or a
+    negative default, which peft uses to mean "automatic" (LoKr's decompose_factor -1)."""
+    if name in POSITIVE and default != 0:
+        return 1
+    return min(0, default) if isinstance(default, int) else 0
+
+
+def _highest(name: str) -> int:
+    """An int option's upper bound: LoRA's own for its α and the ranks (lora.py), MAX_SIZE for other sizes."""
+    return MAX_LORA_ALPHA if name == "lora_alpha" else MAX_RANK if name in RANKS else MAX_SIZE
 
 
 def _option_fields(peft_config_class, defaults: Mapping, fixed: Mapping) -> list[tuple]:
@@ -204,7 +234,7 @@ def _target_option(targets, method: str) -> str:
         return ALL_LINEAR
     if isinstance(targets, str):
         raise ConfigError(
-            f"the adapter targets the modules matching {targets!r}; peftviz's {method} takes peft-default, all-linear "
+            f"the adapter targets the modules matching {shown(targets)}; peftviz's {method} takes peft-default, all-linear "
             "or module-name suffixes"
         )
     return ",".join(sorted(targets))
@@ -283,8 +313,6 @@ class PeftTuner(PeftMethod):
     def attach(self, encoder) -> None:
         from peft.mapping import PEFT_TYPE_TO_TUNER_MAPPING
 
-        from peftviz.methods.lora import PeftInjection
-
         targets = (
             peft_targets(encoder, self.peft_type, self.config.target_modules)
             if hasattr(self.config, "target_modules")
@@ -296,7 +324,7 @@ class PeftTuner(PeftMethod):
             self._hooks.append(_BaseWeights(encoder))
         try:
             handle.tuner = PEFT_TYPE_TO_TUNER_MAPPING[self.peft_type](encoder, peft_config, adapter_name="default")
-        except (ValueError, TypeError, NotImplementedError, RuntimeError, KeyError, AssertionError) as err:
+        except CANNOT_APPLY as err:
             handle.remove()  # layers peft wrapped before it gave up
             self.remove_hooks()
             raise ConfigError(
@@ -343,9 +371,9 @@ class PeftTuner(PeftMethod):
         run), or a setting that changes what peft computes and that is no option here (per-layer ranks)."""
         for name, value in cls.fixed.items():
             if adapter.get(name, value) != value:
-                raise ConfigError(f"the adapter sets {name}={adapter.get(name)!r}; {cls.name} has {name}={value!r}")
-        from peftviz.methods.lora import LORA_STARTS
-
+                raise ConfigError(
+                    f"the adapter sets {name}={shown(adapter.get(name))}; {cls.name} has {name}={value!r}"
+                )
         # init_lora_weights that only choose how A, B start (the adapter's replace them): the base stays as it is
         start_only = {"init_lora_weights": LORA_STARTS}
         peft_defaults = _peft_defaults(cls.peft_type)
@@ -355,8 +383,7 @@ class PeftTuner(PeftMethod):
                 continue
             if value in start_only.get(name, ()) or _same_setting(value, peft_defaults[name]):
                 continue
-            shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:57]}..."
-            raise ConfigError(f"the adapter sets {name}={shown}, which peftviz's {cls.name} has no option for")
+            raise ConfigError(f"the adapter sets {name}={shown(value)}, which peftviz's {cls.name} has no option for")
         options = {
             name: adapter[name] if adapter.get(name) is not None else peft_defaults[name]
             for name in names
@@ -389,7 +416,7 @@ def tuner_class(peft_type: str) -> type[PeftTuner]:
 
     known = [t.value for t in PeftType]
     if peft_type not in known:
-        raise ConfigError(f"peft has no tuner type {peft_type!r}; its types: {', '.join(known)}")
+        raise ConfigError(f"peft has no tuner type {shown(peft_type)}; its types: {', '.join(known)}")
     config_class = PEFT_TYPE_TO_CONFIG_MAPPING.get(peft_type)
     if peft_type not in PEFT_TYPE_TO_TUNER_MAPPING or issubclass(config_class, PromptLearningConfig):
         raise ConfigError(

@@ -51,6 +51,7 @@ class PrefixTuning(PeftMethod):
     learning_rate_search = (5e-4, 1e-3, 5e-3, 1e-2, 5e-2)
     in_long_document_table = True
     peft_type = "PREFIX_TUNING"
+    peft_names = {"prefix_length": "num_virtual_tokens"}
 
     def __init__(self, config: PrefixTuningConfig, encoder_config):
         super().__init__(config, encoder_config)
@@ -94,7 +95,7 @@ class PrefixTuning(PeftMethod):
 
     @classmethod
     def options_from_peft(cls, adapter: dict) -> dict:
-        return {"prefix_length": adapter["num_virtual_tokens"], "prefix_dropout": 0.0, "layout": "peft"}
+        return {"prefix_length": adapter.get("num_virtual_tokens"), "prefix_dropout": 0.0, "layout": "peft"}
 
     @classmethod
     def prompt_state(cls, embeddings: Tensor) -> dict[str, Tensor]:

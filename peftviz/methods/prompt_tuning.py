@@ -91,6 +91,7 @@ class PromptTuning(PeftMethod):
     from_the_papers = False
     prefix_keys = True
     peft_type = "PROMPT_TUNING"
+    peft_names = {"prompt_length": "num_virtual_tokens"}
     # the presets' default rate suits it, as it suits the prefixes (Lester et al. train T5's prompts
     # at 0.3, with Adafactor)
     learning_rate_grid = (5e-4, 0.3)
@@ -176,7 +177,7 @@ class PromptTuning(PeftMethod):
 
     @classmethod
     def options_from_peft(cls, adapter: dict) -> dict:
-        return {"prompt_length": adapter["num_virtual_tokens"], "init": "random", "layout": "peft"}
+        return {"prompt_length": adapter.get("num_virtual_tokens"), "init": "random", "layout": "peft"}
 
     @classmethod
     def prompt_state(cls, embeddings: Tensor) -> dict[str, Tensor]:

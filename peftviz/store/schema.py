@@ -50,6 +50,7 @@ import numpy as np
 
 from peftviz.errors import RunError
 from peftviz.files import MB, FileProblem, check_regular, read_text
+from peftviz.options import shown
 
 JSON_LIMITS = {"config.json": 1 * MB, "metrics.jsonl": 16 * MB, "summary.json": 4 * MB}
 ANALYSIS_LIMIT = 16 * MB
@@ -76,6 +77,7 @@ IMPORT_KINDS = (PEFT_ADAPTER, HF_CLASSIFIER, PEFTVIZ_EXPORT)
 # what recorded a run another training loop trained: recorded.by (`peftviz.record`, `peftviz.integrations`)
 RECORDERS = ("recorder", "transformers-trainer")
 RECORDED_SETTING_CHARS = 200  # a recorded setting's text: a scheduler's name, a path; not a document
+MAX_RECORDED_INT = 2**64  # a recorded setting's integer: a seed or a count of 64 bits, not a 400-digit number
 SETTING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}")  # a recorded setting's or value's name: a word
 COMPLETE, FAILED = "complete", "failed"
 FINISHED = (COMPLETE, FAILED)  # what summary.json says of a run that ended
@@ -99,7 +101,10 @@ def _is_number(value) -> bool:
 
 
 def _shown(value) -> str:
-    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    try:
+        text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    except (TypeError, ValueError):  # not JSON (a numpy number, a set), or an int beyond str()'s digits
+        return shown(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -250,6 +255,8 @@ def check_recorded_settings(settings, file: str, field: str) -> dict:
             raise Corrupt(file, f"{field} has a setting named {_shown(name)}; names are words (letters, digits, _ . -)")
         if isinstance(value, float) and not math.isfinite(value):
             raise Corrupt(file, f"{field}.{name} must be finite, not {value}")
+        if isinstance(value, int) and abs(value) > MAX_RECORDED_INT:
+            raise Corrupt(file, f"{field}.{name} must be at most 2^64 in magnitude, not {_shown(value)}")
         if isinstance(value, str) and len(value) > RECORDED_SETTING_CHARS:
             raise Corrupt(file, f"{field}.{name} is {len(value)} characters; at most {RECORDED_SETTING_CHARS}")
         if not isinstance(value, (str, int, float, bool, type(None))):

@@ -3,7 +3,9 @@
     probe(model, methods, lengths, batch_size, device, precision)  -> StepTimes   (seconds to a minute on a GPU)
     expected_batch_length(stats, max_length, B)                      -> tokens of an average padded batch
     run_cost(config, stats, step_times)                              -> RunCost: steps, batches, seconds, hours
-    plan_table(configs, step_times, stats_of)                        -> Plan: one row per run, and the totals
+    plan_table(configs, step_times, stats_of, actions)               -> Plan: one row per run, the totals, what it
+                                                                        left out or counted otherwise
+    save_step_times(times, path), load_step_times(path)              -> a probe as JSON, and back, checked
 
 **The probe.** For each method, the classifier is built once on an encoder with random weights (weights do not
 change timings): from the checkpoint's config.json where it is readable here without the network (a local
@@ -46,9 +48,25 @@ after every epoch and the test split once at the end, in batches of B:
     seconds = epochs · n_mb · t_fb(T̄) + epochs · ceil(n_mb / k) · t_opt
               + (epochs · ceil(N_val / B) + ceil(N_test / B)) · t_infer(T̄),     hours = seconds / 3600
 
-Every batch counts as full (the last one of a split is smaller: an overestimate of at most one batch per
-split and epoch); a method that changes the model after training and evaluates it again (averaged heads)
-is counted without that one extra evaluation. Loading, writing and the data's tokenisation are not counted.
+N_train, N_val and N_test are the recorded split sizes, each cut to the run's `limit` where it has one
+(`split_sizes`: `load_data` keeps at most that many documents of every split). Every batch counts as full (the
+last one of a split is smaller: an overestimate of at most one batch per split and epoch); a method that changes
+the model after training and evaluates it again (averaged heads) is counted without that one extra evaluation.
+Loading, writing and the data's tokenisation are not counted.
+
+**What a plan leaves out** (`plan_table` with the sweep's `actions`): a configuration whose run is complete in the
+store is left out, as the sweep skips it; a stopped run is counted whole, though the sweep resumes it; a run
+trained beside a stored one (`--force`, or one still training) is counted. Each is said in one line naming the
+runs (`Plan.said`), and so is every split that `limit` cuts.
+
+**Step-time files** (`save_step_times`, `load_step_times`: `probe --out`, benchmarks/gpu.py, `--plan
+--step-times`) are JSON objects with exactly the fields `STEP_TIME_FIELDS`, checked on load, each problem one line
+naming the file and the field: a regular file of at most `MAX_STEP_TIMES_BYTES`, UTF-8; every time a number,
+finite, above 0 and at most `MAX_STEP_SECONDS` (an AdamW time may be 0: benchmarks/gpu.py times it inside the
+step); batch size, steps and lengths integers in their ranges (`MAX_BATCH`, `MAX_PROBE_STEPS`, `MAX_LENGTH`);
+every method named by one printable line and timed at exactly the probed lengths in all three tables. Text fields
+(device, model, architecture, notes) are kept as single lines, control characters and ANSI escapes shown escaped
+and cut to `MAX_TEXT_CHARS` (`one_line`), so nothing in a file reaches the terminal as more than one line.
 """
 
 from __future__ import annotations
@@ -56,7 +74,9 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import platform
+import re
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -65,8 +85,12 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from peftviz.data.checks import printable
 from peftviz.errors import ConfigError, ModelLoadError, PeftvizError
-from peftviz.training.config import TrainConfig
+from peftviz.files import MB
+from peftviz.options import shown
+from peftviz.tables import first_few
+from peftviz.training.config import MAX_BATCH, MAX_LENGTH, TrainConfig
 
 RECORDED_ARCHITECTURES: dict[str, dict[str, Any]] = {
     # https://huggingface.co/allenai/longformer-base-4096/blob/main/config.json (the fields that set the work)
@@ -90,6 +114,25 @@ CPU_LENGTHS = (256, 1024)
 CPU_STEPS, GPU_STEPS = 1, 3  # timed steps per method and length (after one warm-up) unless told
 CPU_BATCH = 1
 PROBE_LEARNING_RATE = 1e-5  # small enough that a few random steps stay finite; the rate does not change the time
+MAX_PROBE_STEPS = 1000  # timed steps per method and length: the probe takes 1-3, benchmarks/gpu.py 8; a typo guard
+MAX_PROBE_LENGTHS = 64  # lengths in one probe: the grids above have 2 and 4
+DEVICE_SPEC = re.compile(r"auto|cpu|cuda(:(0|[1-9][0-9]{0,2}))?")
+MAX_DEVICE_INDEX = 127  # torch keeps a device's index in 8 bits: cuda:128 reads as cuda:-128, cuda:256 as cuda:0
+PRECISIONS = ("fp32", "bf16", "fp16")  # a probe's precision as resolved on its device
+
+# The schema of a step-time file (`save_step_times` writes it, `load_step_times` checks it field by field). A
+# saved probe of every registered method at a dozen lengths is some 30 kB; the bounds leave room for far more
+# and keep a hostile file's parse and a plan's arithmetic bounded (a step of MAX_STEP_SECONDS at MAX_BATCH and
+# MAX_LENGTH over 10^12 steps stays a finite number of hours).
+STEP_TIME_FIELDS = ("device", "precision", "model", "architecture", "batch_size", "lengths", "steps",
+                    "forward_backward", "optimizer", "inference", "notes", "warmups")  # fmt: skip
+OPTIONAL_FIELDS = ("notes", "warmups")
+MAX_STEP_TIMES_BYTES = 4 * MB
+MAX_STEP_SECONDS = 86400.0  # one step: a Longformer-base step at 4,096 x 8 on 2 CPU cores takes minutes, not a day
+MAX_PROBED = 1000  # methods (with their options) in one file
+MAX_PROBE_LABEL_CHARS = 2000  # a method and every option the Train page gives it, "lora r=8,alpha=16,..."
+MAX_NOTES = 100
+MAX_TEXT_CHARS = 300  # a device, model, architecture or note, as printed: one line, cut here
 
 
 class ProbeTarget(NamedTuple):
@@ -122,9 +165,11 @@ class StepTimes:
         """Seconds of one `kind` ("forward_backward" or "inference") batch of `batch_size` at `length` tokens."""
         table = getattr(self, kind).get(label)
         if table is None:
-            raise ConfigError(f"the probe did not measure {label!r}; it measured {', '.join(self.optimizer)}")
+            raise ConfigError(f"the probe did not measure {shown(label)}; it measured {_some(list(self.optimizer))}")
         if batch_size != self.batch_size:
             self.note(f"batch {batch_size} extrapolated linearly in B from the probed batch {self.batch_size}")
+        if length < min(self.lengths):
+            self.note(f"lengths below {min(self.lengths)} taken at the shortest probed length's time (an upper bound)")
         return interpolate(table, length, self._extrapolated) * batch_size / self.batch_size
 
     def _extrapolated(self, length: float) -> None:
@@ -179,23 +224,154 @@ def save_step_times(times: StepTimes, path: Path) -> None:
     atomic_write(Path(path), lambda tmp: tmp.write_text(json.dumps(data, indent=1)))
 
 
+def check_out_path(path: Path, flag: str = "--out") -> None:
+    """Refuse, before any probing, a file the times could not be written to: a folder, a device or FIFO (which
+    the atomic rename would replace), a missing or unwritable folder."""
+    path, where = Path(path), f"{flag} {one_line(str(path))}"
+    if path.is_dir():
+        raise ConfigError(f"{where}: is a folder; give a file name, e.g. {one_line(str(path / 'step_times.json'))}")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{where}: is not a regular file (a device or a FIFO); give a file to write")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{where}: its folder {one_line(str(folder))} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where}: cannot write in its folder {one_line(str(folder))}")
+
+
+def one_line(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """`text` as one line of at most `limit` characters for the terminal: newlines, control characters and ANSI
+    escapes (ESC) shown escaped, never sent; the rest cut, ending in "…". Text from a file passes through here."""
+    line = printable(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def load_step_times(path: Path) -> StepTimes:
-    """Step times saved by `save_step_times`; one line where the file is missing or not such a table."""
+    """Step times saved by `save_step_times`, checked against the schema (`STEP_TIME_FIELDS`): a file that is
+    not such a table is one line naming the file and the field."""
+    where = f"--step-times {one_line(str(path))}"
+    data = _read_json(Path(path), where)
     try:
-        data = json.loads(Path(path).read_text())
-        tables = {kind: {label: {int(n): float(t) for n, t in table.items()} for label, table in data[kind].items()}
-                  for kind in ("forward_backward", "inference")}  # fmt: skip
-        times = StepTimes(
-            str(data["device"]), str(data["precision"]), str(data["model"]), str(data["architecture"]),
-            int(data["batch_size"]), tuple(int(n) for n in data["lengths"]), int(data["steps"]),
-            tables["forward_backward"], {label: float(t) for label, t in data["optimizer"].items()},
-            tables["inference"], [str(line) for line in data.get("notes", [])], int(data.get("warmups", 1)),
-        )  # fmt: skip
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise ConfigError(f"--step-times {path}: not a step-time table saved by `probe --out` ({err})") from None
-    if not times.lengths or any(set(t) != set(times.lengths) for kind in tables.values() for t in kind.values()):
-        raise ConfigError(f"--step-times {path}: every method needs a time at each of its lengths {times.lengths}")
-    return times
+        return _step_times(data)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def _read_json(path: Path, where: str) -> Any:
+    """The file's JSON: a regular file of at most MAX_STEP_TIMES_BYTES, UTF-8, parsed; one line otherwise."""
+    from peftviz.files import FileProblem, read_text
+
+    try:
+        return json.loads(read_text(path, MAX_STEP_TIMES_BYTES))
+    except FileProblem as problem:
+        raise ConfigError(f"{where}: {problem}") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{where}: not JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
+    except (ValueError, RecursionError) as err:  # an integer of over 4,300 digits; arrays nested thousands deep
+        raise ConfigError(f"{where}: not JSON that can be read ({one_line(str(err), 80)})") from None
+
+
+def _step_times(data: Any) -> StepTimes:
+    """A StepTimes from parsed JSON, every field checked (ConfigError naming the field)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"not a step-time table saved by `probe --out`: a JSON {_json_kind(data)}, not an object")
+    unknown = [key for key in data if key not in STEP_TIME_FIELDS]
+    missing = [key for key in STEP_TIME_FIELDS if key not in data and key not in OPTIONAL_FIELDS]
+    if unknown or missing:
+        said = f"unknown field {shown(unknown[0])}" if unknown else f"no field {missing[0]!r}"
+        raise ConfigError(f"not a step-time table saved by `probe --out`: {said}; its fields: "
+                          f"{', '.join(STEP_TIME_FIELDS)}")  # fmt: skip
+    lengths = _lengths(data["lengths"])
+    tables = {kind: _table(data[kind], kind, lengths) for kind in ("forward_backward", "inference")}
+    optimizer = _labelled(data["optimizer"], "optimizer", lambda t, at: _seconds(t, at, zero=True))
+    for kind, table in (*tables.items(), ("optimizer", optimizer)):
+        if set(table) != set(tables["forward_backward"]):
+            raise ConfigError(f"field {kind!r} times other methods than 'forward_backward': each of the three "
+                              "tables times the same methods")  # fmt: skip
+    return StepTimes(
+        _text(data["device"], "device"), _precision(data["precision"]), _text(data["model"], "model"),
+        _text(data["architecture"], "architecture"),
+        _count(data["batch_size"], "batch_size", 1, MAX_BATCH), lengths,
+        _count(data["steps"], "steps", 1, MAX_PROBE_STEPS), tables["forward_backward"], optimizer,
+        tables["inference"], _notes(data.get("notes", [])),
+        _count(data.get("warmups", 1), "warmups", 0, MAX_PROBE_STEPS),
+    )  # fmt: skip
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return kinds.get(type(value), "number")
+
+
+def _text(value: Any, field_name: str) -> str:
+    """A text field (device, model, architecture, a note): a string, kept as one sanitised line (`one_line`)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"field {field_name!r}: a string, not a JSON {_json_kind(value)} {shown(value)}")
+    return one_line(value)
+
+
+def _precision(value: Any) -> str:
+    if value not in PRECISIONS or not isinstance(value, str):
+        raise ConfigError(f"field 'precision': one of {', '.join(PRECISIONS)}, not {shown(value)}")
+    return value
+
+
+def _count(value: Any, field_name: str, at_least: int, at_most: int) -> int:
+    """An integer in [at_least, at_most]: not a bool, not 8.0 (JSON keeps 8 and 8.0 apart; options.py)."""
+    if type(value) is not int or not at_least <= value <= at_most:
+        raise ConfigError(f"field {field_name!r}: an integer in [{at_least}, {at_most}], not {shown(value)}")
+    return value
+
+
+def _seconds(value: Any, at: str, zero: bool = False) -> float:
+    """A time in seconds: a number (not a bool), above 0 (at least 0 where `zero`: an AdamW step timed inside the
+    training step, as benchmarks/gpu.py saves it), at most MAX_STEP_SECONDS; so finite (NaN fails both bounds)."""
+    low = 0.0 if zero else math.nextafter(0.0, 1.0)
+    number = type(value) in (int, float) and low <= value <= MAX_STEP_SECONDS
+    if not number:
+        bounds = f"[0, {MAX_STEP_SECONDS:g}]" if zero else f"(0, {MAX_STEP_SECONDS:g}]"
+        raise ConfigError(f"{at}: seconds, a finite number in {bounds}, not {shown(value)}")
+    return float(value)
+
+
+def _lengths(value: Any) -> tuple[int, ...]:
+    """The probed lengths: a non-empty list of distinct token counts in [1, MAX_LENGTH], at most MAX_PROBE_LENGTHS."""
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_PROBE_LENGTHS:
+        raise ConfigError(f"field 'lengths': a list of 1 to {MAX_PROBE_LENGTHS} token counts, not {shown(value)}")
+    lengths = tuple(_count(n, "lengths", 1, MAX_LENGTH) for n in value)
+    if len(set(lengths)) != len(lengths):
+        raise ConfigError(f"field 'lengths': each length once, not {shown(value)}")
+    return lengths
+
+
+def _labelled(value: Any, kind: str, read: Callable[[Any, str], Any]) -> dict:
+    """{method label: read(entry)} for a table's object: 1 to MAX_PROBED labels, each one printable line."""
+    if not isinstance(value, dict) or not 1 <= len(value) <= MAX_PROBED:
+        raise ConfigError(f"field {kind!r}: an object of 1 to {MAX_PROBED} methods, not {shown(value)}")
+    for label in value:
+        if not label or len(label) > MAX_PROBE_LABEL_CHARS or not label.isprintable():
+            raise ConfigError(f"field {kind!r}: a method is named by one printable line of at most "
+                              f"{MAX_PROBE_LABEL_CHARS} characters, not {shown(label)}")  # fmt: skip
+    return {label: read(entry, f"field {kind!r} [{label!r}]") for label, entry in value.items()}
+
+
+def _table(value: Any, kind: str, lengths: tuple[int, ...]) -> dict[str, dict[int, float]]:
+    """A method -> {length: seconds} table: every method timed at exactly the probed `lengths`."""
+
+    def read(times: Any, at: str) -> dict[int, float]:
+        if not isinstance(times, dict) or set(times) != {str(n) for n in lengths}:
+            listed = ", ".join(map(str, lengths))
+            raise ConfigError(f"{at}: every method needs a time at each of its lengths ({listed}) and at no other, "
+                              f"not {shown(times)}")  # fmt: skip
+        return {int(n): _seconds(t, f"{at} [{n!r}]") for n, t in times.items()}
+
+    return _labelled(value, kind, read)
+
+
+def _notes(value: Any) -> list[str]:
+    if not isinstance(value, list) or len(value) > MAX_NOTES:
+        raise ConfigError(f"field 'notes': a list of at most {MAX_NOTES} strings, not {shown(value)}")
+    return [_text(line, "notes") for line in value]
 
 
 # ---------------------------------------------------------------- the probe
@@ -229,7 +405,9 @@ def probe_encoder(model: str):
     except ModelLoadError as err:
         if model not in RECORDED_ARCHITECTURES:
             known = ", ".join(RECORDED_ARCHITECTURES)
-            raise ConfigError(f"the probe cannot read model {model!r} here ({err}); it knows the shape of: {known}")
+            reason = one_line(str(err).splitlines()[0] if str(err) else type(err).__name__, 120)
+            raise ConfigError(f"the probe cannot read model {shown(model)} here ({reason}); it knows the shape of: "
+                              f"{known}")  # fmt: skip
         config, source = _recorded_config(model), f"its recorded architecture, random weights: {err}"
     return _encoder_from_config(config), source
 
@@ -285,11 +463,10 @@ def probe(
     import torch
 
     from peftviz.modeling.backbones import max_tokens
-    from peftviz.training.engine import check_device, resolve_precision
+    from peftviz.training.engine import resolve_precision
 
-    if steps < 1:
-        raise ConfigError(f"the probe needs at least 1 step, not {steps}")
-    where = check_device(device)
+    check_probe_settings(batch_size, steps, lengths)
+    where = checked_device(device, "device")
     precision = resolve_precision(precision, where)
     encoder, architecture = probe_encoder(model)
     usable = sorted({n for n in lengths if n <= max_tokens(encoder)})
@@ -309,15 +486,13 @@ def probe_for(configs: Sequence[TrainConfig], device: str | None = None, steps: 
     """The probe a plan of `configs` needs: each of their (method, options) on their one model, on `device`
     (default: theirs) in their precision; on a GPU at their batch size and lengths up to their max_length, on a
     CPU at batch 1 and lengths up to 1024 (`CPU_LENGTHS`). Steps: 3 on a GPU, 1 on a CPU unless given."""
-    from peftviz.training.engine import check_device
-
     models = list(dict.fromkeys(config.model for config in configs))
     if len(models) != 1:
         raise ConfigError(f"a plan probes one model; this sweep has {len(models)}: {', '.join(models)}")
     first = configs[0]
     where = device or first.device
     longest = max(config.max_length for config in configs)
-    on_cpu = check_device(where).type == "cpu"
+    on_cpu = checked_device(where, "--probe-device" if device else "--device").type == "cpu"
     grid, batch = (CPU_LENGTHS, CPU_BATCH) if on_cpu else (GPU_LENGTHS, max(c.batch_size for c in configs))
     lengths = {n for n in grid if n < longest} | ({longest} if longest <= grid[-1] or not on_cpu else set())
     steps = (CPU_STEPS if on_cpu else GPU_STEPS) if steps is None else steps
@@ -325,6 +500,44 @@ def probe_for(configs: Sequence[TrainConfig], device: str | None = None, steps: 
     if on_cpu:
         times.note(f"on a CPU: probed at batch {CPU_BATCH} and at most {CPU_LENGTHS[-1]} tokens, the rest extrapolated")
     return times
+
+
+def device_problem(spec: Any) -> str | None:
+    """What is wrong with a device's name, before torch reads it (None: nothing): auto, cpu, cuda or cuda:N with N
+    at most MAX_DEVICE_INDEX, as torch would read a larger N as another GPU."""
+    match = DEVICE_SPEC.fullmatch(spec) if isinstance(spec, str) else None
+    if match is None or (match.group(2) is not None and int(match.group(2)) > MAX_DEVICE_INDEX):
+        return f"auto, cpu, cuda or cuda:N (N up to {MAX_DEVICE_INDEX}), not {shown(spec)}"
+    return None
+
+
+def checked_device(spec: str, flag: str):
+    """The torch device `spec` names, where this machine has it; one line naming `flag` otherwise."""
+    from peftviz.training.engine import check_device
+
+    problem = device_problem(spec)
+    if problem:
+        raise ConfigError(f"{flag}: {problem}")
+    try:
+        return check_device(spec)
+    except ConfigError as err:
+        raise ConfigError(f"{flag}: {err}") from None
+
+
+def check_probe_settings(batch_size: Any, steps: Any, lengths: Sequence[Any]) -> None:
+    """Refuse, before any model is built, a probe no machine could run: a batch size outside [1, MAX_BATCH], steps
+    outside [1, MAX_PROBE_STEPS], lengths outside [2, MAX_LENGTH] or more than MAX_PROBE_LENGTHS of them."""
+
+    def whole(value: Any, low: int, high: int) -> bool:
+        return type(value) is int and low <= value <= high
+
+    if not whole(batch_size, 1, MAX_BATCH):
+        raise ConfigError(f"the probe's batch size is an integer in [1, {MAX_BATCH}], not {shown(batch_size)}")
+    if not whole(steps, 1, MAX_PROBE_STEPS):
+        raise ConfigError(f"the probe needs at least 1 step and at most {MAX_PROBE_STEPS}, not {shown(steps)}")
+    if not 1 <= len(lengths) <= MAX_PROBE_LENGTHS or not all(whole(n, 2, MAX_LENGTH) for n in lengths):
+        raise ConfigError(f"the probe's lengths are 1 to {MAX_PROBE_LENGTHS} token counts in [2, {MAX_LENGTH}], "
+                          f"not {shown(list(lengths))}")  # fmt: skip
 
 
 def _device_name(device) -> str:
@@ -469,9 +682,7 @@ class RunCost:
 
 def run_cost(config: TrainConfig, stats, step_times: StepTimes) -> RunCost:
     """One run's steps, batches and estimated seconds (module docstring), at the probe's times for its method."""
-    B, splits = config.batch_size, stats.splits
-    if "train" not in splits:
-        raise ConfigError(f"dataset {config.dataset}: its recorded splits ({', '.join(splits)}) have no train split")
+    B, splits = config.batch_size, split_sizes(config, stats)
     per_epoch = math.ceil(splits["train"] / B)
     optimizer_steps = config.epochs * math.ceil(per_epoch / config.accumulation_steps)
     micro_batches = config.epochs * per_epoch
@@ -483,10 +694,22 @@ def run_cost(config: TrainConfig, stats, step_times: StepTimes) -> RunCost:
     return RunCost(optimizer_steps, micro_batches, eval_batches, length, train, evaluate)
 
 
+def split_sizes(config: TrainConfig, stats) -> dict[str, int]:
+    """Documents per split as the run trains on them: the recorded sizes, each cut to `config.limit` where one is
+    given (`load_data` keeps at most that many of every split)."""
+    splits = dict(stats.splits)
+    if "train" not in splits:
+        raise ConfigError(f"dataset {config.dataset}: its recorded splits ({', '.join(splits)}) have no train split")
+    if config.limit is None:
+        return splits
+    return {name: min(size, config.limit) for name, size in splits.items()}
+
+
 @dataclass
 class Plan:
-    rows: list[dict]  # one per run
+    rows: list[dict]  # one per run counted
     totals: list[dict]  # all runs, then per dataset, then per method
+    said: list[str] = field(default_factory=list)  # runs left out or counted otherwise, and why: one line each
 
 
 def recorded_stats(dataset: str):
@@ -500,20 +723,83 @@ def recorded_stats(dataset: str):
                           f"{', '.join(DATASET_STATS)}") from None  # fmt: skip
 
 
-def plan_table(configs: Sequence[TrainConfig], step_times: StepTimes, stats_of=None) -> Plan:
-    """Every run's row (dataset, method, seed, learning rate, steps, batch length, hours) and the totals.
-    `stats_of(dataset)`: its sizes and lengths (default: the recorded ones, `recorded_stats`)."""
+def plan_table(
+    configs: Sequence[TrainConfig], step_times: StepTimes | None, stats_of=None, actions: Sequence | None = None
+) -> Plan:
+    """Every counted run's row (dataset, method, seed, learning rate, steps, batch length, hours) and the totals.
+    `stats_of(dataset)`: its sizes and lengths (default: the recorded ones, `recorded_stats`). `actions`: what the
+    sweep does with each configuration (`peftviz.sweep.plan`, a `Planned` each): one it skips is left out, and
+    `Plan.said` names, in one line per reason, every run left out or counted otherwise (`store_lines`).
+    `step_times` may be None only when nothing is left to count."""
+    planned = actions if actions is not None else [None] * len(configs)
+    counted = [c for c, item in zip(configs, planned, strict=True) if item is None or item.action != "skip"]
+    said = store_lines(actions or [])
+    if not counted:
+        return Plan([], plan_totals([], []), said)
+    _check_measured(counted, step_times)
     stats_of = stats_of or recorded_stats
-    stats = {dataset: stats_of(dataset) for dataset in dict.fromkeys(c.dataset for c in configs)}
+    stats = {dataset: stats_of(dataset) for dataset in dict.fromkeys(c.dataset for c in counted)}
     rows = []
-    for config in configs:
+    for config in counted:
         cost = run_cost(config, stats[config.dataset], step_times)
         rows.append({
             "dataset": config.dataset, "method": config.name, "seed": config.seed,
             "learning rate": config.learning_rate, "optimizer steps": cost.optimizer_steps,
             "micro-batch length": round(cost.batch_length), "est. hours": cost.hours,
         })  # fmt: skip
-    return Plan(rows, plan_totals(rows, [config.method for config in configs]))
+    said += _limit_lines(counted, stats) + _model_lines(counted, step_times)
+    return Plan(rows, plan_totals(rows, [config.method for config in counted]), said)
+
+
+def _check_measured(configs: Sequence[TrainConfig], step_times: StepTimes) -> None:
+    """Every probe label the runs need has times: one line naming those missing and those there otherwise."""
+    missing = list(dict.fromkeys(probe_label(c) for c in configs if probe_label(c) not in step_times.forward_backward))
+    if missing:
+        raise ConfigError(f"the step times ({step_times.device}) have none for {_some(missing)}, which the plan "
+                          f"needs; they time {_some(list(step_times.forward_backward))}")  # fmt: skip
+
+
+def store_lines(actions: Sequence) -> list[str]:
+    """One line per way a plan's runs differ from a fresh sweep's, naming the runs: complete in the store (left out:
+    the sweep skips them), stopped (counted whole: the sweep resumes them), trained beside a stored run."""
+    kinds = {
+        "skip": "left out: {n} run(s) already complete in the store, which the sweep skips (--force trains them again)",
+        "resume": "counted whole: {n} stopped run(s) the sweep resumes from their last finished epoch (an "
+        "overestimate)",
+        "repeat": "counted: {n} run(s) trained beside a stored run of the same settings and seed (--force, or one "
+        "still training)",
+    }
+    named: dict[str, list[str]] = {}
+    for item in actions:
+        kind = "repeat" if item.action == "train" and item.repeat_of else item.action
+        if kind in kinds:
+            named.setdefault(kind, []).append(f"{item.config.dataset} {item.config.run_title}")
+    return [f"{kinds[kind].format(n=len(titles))}: {_some(titles)}" for kind, titles in named.items()]
+
+
+def _limit_lines(configs: Sequence[TrainConfig], stats: dict) -> list[str]:
+    """Where --limit cuts a dataset's splits: one line each, with the sizes the plan counts."""
+    lines = []
+    for dataset, limit in dict.fromkeys((c.dataset, c.limit) for c in configs if c.limit is not None):
+        recorded = stats[dataset].splits
+        if any(size > limit for size in recorded.values()):
+            sizes = ", ".join(f"{name} {min(size, limit)} of {size}" for name, size in recorded.items())
+            lines.append(f"limit {limit}: {dataset}'s documents counted per split: {sizes}")
+    return lines
+
+
+def _model_lines(configs: Sequence[TrainConfig], step_times: StepTimes) -> list[str]:
+    """Where the runs train another model than the one the step times were measured on: one line, as their hours
+    are that model's (a file measured elsewhere, `--step-times`)."""
+    others = [model for model in dict.fromkeys(c.model for c in configs) if model != step_times.model]
+    if not others:
+        return []
+    return [f"the step times are {step_times.model}'s; these runs train {_some(others)}: their hours are at its times"]
+
+
+def _some(names: list[str]) -> str:
+    """The first few names, each cut to one line (`one_line`), and how many more."""
+    return first_few([one_line(name, 80) for name in names])
 
 
 def plan_totals(rows: list[dict], methods: list[str]) -> list[dict]:

@@ -206,12 +206,19 @@ def test_a_groups_ece_over_epochs_is_the_mean_of_its_seeds_with_the_two_level_bo
 
 
 def test_a_groups_smooth_curve_is_the_pointwise_mean_of_its_seeds(groups):
+    """Two seeds: their mean and each seed's curve, no band (issue 45: t at one degree of freedom is 12.7, and
+    the band filled [0, 1] in stripes); from three seeds, the t-interval of the mean."""
     diagrams = [analysis.smooth_diagram(run, 2, 20) for run in groups[1].runs]
-    mean = analysis.group_mean_curve(diagrams)
+    mean = analysis.group_mean_curve(diagrams, seeds=groups[1].seeds)
     stacked = np.stack([d.curve for d in diagrams])
-    assert np.allclose(mean.curve, stacked.mean(axis=0))
-    half = scipy_stats.t.ppf(0.975, 1) * stacked.std(axis=0, ddof=1) / np.sqrt(2)
-    assert np.allclose(mean.upper - mean.curve, half) and np.allclose(mean.curve - mean.lower, half)
+    assert np.allclose(mean.curve, stacked.mean(axis=0)) and np.array_equal(mean.seed_curves, stacked)
+    assert not mean.banded and np.isnan(mean.lower).all() and np.isnan(mean.upper).all()
+    three = analysis.group_mean_curve([*diagrams, diagrams[0]])
+    stacked = np.stack([d.curve for d in [*diagrams, diagrams[0]]])
+    half = scipy_stats.t.ppf(0.975, 2) * stacked.std(axis=0, ddof=1) / np.sqrt(3)
+    assert (
+        three.banded and np.allclose(three.upper - three.curve, half) and np.allclose(three.curve - three.lower, half)
+    )
 
 
 def test_report_on_one_dataset_of_a_store_holding_several(mixed_store, tmp_path, capsys):

@@ -5,7 +5,22 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-CONFIDENCE_PAGE = str(Path(__file__).resolve().parents[2] / "pages/7_Confidence.py")
+PAGES = Path(__file__).resolve().parents[2] / "pages"
+CONFIDENCE_PAGE = str(PAGES / "7_Confidence.py")
+
+
+def open_page(name: str, **query) -> AppTest:
+    """A page of pages/ run once, with `query` as its URL's query parameters."""
+    page = AppTest.from_file(str(PAGES / name), default_timeout=300)
+    page.query_params.update(query)
+    return page.run()
+
+
+@pytest.fixture
+def on_store(store, monkeypatch) -> Path:
+    """The app pointed at the test module's own `store` fixture."""
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(store))
+    return store
 
 
 @pytest.fixture(scope="module")

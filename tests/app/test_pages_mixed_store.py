@@ -11,10 +11,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from peftviz.analysis import calibration as analysis
-from peftviz.analysis.group_stats import unique_names
+from peftviz.analysis.group_stats import seeds_cell, unique_names
 from peftviz.app import tour
 from peftviz.figures import calibration as figures
 from peftviz.store.runs import group_runs, list_runs, load_run
+from tests.app.conftest import open_page
 from tests.app.test_page_calibration import charts_by_kind, table
 from tests.support.helpers import charts
 
@@ -138,22 +139,21 @@ def test_runs_recorded_by_other_loops_compare_with_each_other(calibration, group
     assert list(table(calibration, "unit")["unit"]) == ["trainer lora", "my-adapter"]
 
 
-def test_groups_on_different_data_are_drawn_and_not_compared_in_one_line(calibration, groups):
+def test_groups_on_different_data_are_drawn_and_the_other_left_out_of_the_comparison_in_one_line(calibration, groups):
+    """Issue 45: the comparison leaves the group on other data out, naming it, and compares the rest (here the
+    first chosen: a tie), instead of refusing the whole comparison."""
     choose_groups(calibration, groups, ["csv prefix-propagation", "prefix-propagation"])
-    assert not calibration.exception
-    (error,) = calibration.error
-    assert "evaluated on different data, so they cannot be compared" in error.value and "\n" not in error.value
-    assert "topics.csv" in error.value and "bbc-news" in error.value
+    assert not calibration.exception and not calibration.error
+    (line,) = [
+        c.value for c in calibration.caption if c.value.startswith("Left out of the comparison, evaluated on other")
+    ]
+    assert groups["prefix-propagation"].name in line and "bbc-news" in line and "topics.csv" in line
+    assert "\n" not in line
+    assert list(table(calibration, "unit")["seeds"]) == [seeds_cell(groups["csv prefix-propagation"].seeds)]
     assert len(charts_by_kind(calibration)["ece"]) == len(charts_by_kind(calibration)["smooth"]) == 1
 
 
 # ---------------------------------------------------------------- every other page
-
-
-def open_page(name: str, **query) -> AppTest:
-    page = AppTest.from_file(str(PAGES / name), default_timeout=300)
-    page.query_params.update(query)
-    return page.run()
 
 
 def test_home_lists_every_run_and_the_groups_with_their_test_intervals(app_mixed_store, groups):

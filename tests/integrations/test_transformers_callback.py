@@ -110,10 +110,10 @@ def test_an_interrupted_train_leaves_its_epochs_and_the_next_train_a_new_run(tmp
 def test_an_eval_dataset_without_labels_is_one_line_and_the_run_keeps_nothing_wrong(tmp_path):
     trainer = tiny_trainer(tmp_path / "out", [PeftvizCallback(runs_dir=tmp_path / "runs")],
                            token_split(10, seed=2, labelled=False))  # fmt: skip
-    with pytest.raises(RecordError, match="evaluated without labels: the eval dataset needs a label column"):
+    with pytest.raises(RecordError, match="evaluated without labels: the eval dataset needs a label column") as err:
         trainer.train()
-    [run] = list_runs(tmp_path / "runs")
-    assert (run.status, run.metrics) == ("incomplete", [])
+    [run] = list_runs(tmp_path / "runs")  # failed with the line, not left incomplete (issue 45)
+    assert (run.status, run.error, run.metrics) == ("failed", str(err.value), [])
 
 
 @pytest.mark.slow

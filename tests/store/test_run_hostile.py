@@ -230,7 +230,7 @@ def test_judging_on_test_sets_each_damaged_run_apart_with_its_file_and_problem(d
     whole, expected = damaged_test_store
     runs = list_runs()
     judged = analysis.judgeable([analysis.Group(run.name, [run]) for run in runs], "test")
-    assert [unit.key for unit in judged.units] == [whole] and not judged.unfinished
+    assert [unit.key for unit in judged.units] == [whole] and not judged.waiting
     assert len(judged.damaged) == len(expected)
     for line, name in zip(judged.damaged, [run.name for run in runs if run.name != whole]):
         assert line.startswith(expected[name]) and "\n" not in line

@@ -249,7 +249,7 @@ def test_compare_plan_lists_every_run_and_the_totals_and_trains_nothing(monkeypa
     "extra, message",
     [
         ([], "--plan needs dataset 'bbc-news''s recorded sizes and lengths; recorded: "),  # smoke's dataset
-        (["--dataset", "hyperpartisan", "--probe-steps", "0"], "the probe needs at least 1 step, not 0"),
+        (["--dataset", "hyperpartisan", "--step-times", "nowhere.json"], "--step-times nowhere.json: does not exist"),
     ],
 )
 def test_a_plan_that_cannot_be_made_is_one_line(extra, message, tmp_path, capsys):
@@ -277,8 +277,8 @@ def test_saved_step_times_load_back_equal(probed, tmp_path):
 @pytest.mark.parametrize(
     "text, words",
     [
-        (None, "not a step-time table saved by `probe --out`"),  # no file
-        ("{not json", "not a step-time table saved by `probe --out`"),
+        (None, "times.json: does not exist"),
+        ("{not json", "times.json: not JSON (line 1, column 2: "),
         ('{"device": "cpu"}', "not a step-time table saved by `probe --out`"),
     ],
 )

@@ -122,8 +122,8 @@ CASES = [
     ({"method": "peft:FOO"}, "peft has no tuner type 'FOO'; its types: PROMPT_TUNING, "),
     ({"method": "peft:PREFIX_TUNING"}, "peft's PREFIX_TUNING is prompt learning, not a tuner of the encoder's modules"),
     (method("oft", r=4, oft_block_size=4), "peft refuses these OFT options: You can only specify either r (4) or"),
-    (method("vera", r=-1), "r must be in [0, 1024], not -1"),
-    (method("fourierft", n_frequency=10**7), "n_frequency must be in [0, 65536], not 10000000"),
+    (method("vera", r=-1), "r must be in [1, 1024], not -1"),  # VeRA divides by r: from 1
+    (method("fourierft", n_frequency=10**7), "n_frequency must be in [1, 65536], not 10000000"),
     (method("lora-plus", loraplus_lr_ratio=0.5), "loraplus_lr_ratio must be in [1, 1024], not 0.5"),
     (method("dora", use_dora=False), "has no option(s) use_dora"),  # what makes it DoRA is not an option
     (
