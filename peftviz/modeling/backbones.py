@@ -32,7 +32,6 @@ number positions from padding_idx + 1, so roberta-base's 514 rows hold 512 token
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +54,7 @@ from peftviz.modeling.model_folder import (
     weights_label,
 )
 from peftviz.options import shown
-from peftviz.paths import minilm_path
+from peftviz.paths import hub_off, minilm_path
 
 __all__ = ["DEFAULT_MODEL", "ENCODERS",
            "check_max_length", "check_model", "encode", "encoder_layers", "load_encoder", "max_tokens",
@@ -130,12 +129,6 @@ def _load_local(name: str):
     return _load_pretrained(_local_path(name), name, _check_local(name))
 
 
-def _hub_off() -> bool:
-    """Whether the hub is switched off, read now (huggingface_hub reads it once, at import)."""
-    return any(os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
-               for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))  # fmt: skip
-
-
 def _check_hub(name: str) -> None:
     """A hub id, before a job waits on it: its config.json in this machine's Hugging Face cache, or else a
     hub that is on and answers for it within HUB_TIMEOUT_S (a job's download retries for half a minute)."""
@@ -148,7 +141,7 @@ def _check_hub(name: str) -> None:
     except HFValidationError:
         raise ModelLoadError(f"model {shown(name)} is neither a model folder nor a hub id (owner/name)") from None
     missing = f"model '{name}' is not in this machine's Hugging Face cache"
-    if _hub_off():
+    if hub_off():
         raise ModelLoadError(f"{missing} and the hub is off (HF_HUB_OFFLINE): download it once where the hub is "
                              f"reachable (hf download {name}), or give a model folder")  # fmt: skip
     try:

@@ -24,7 +24,7 @@ A new change to the format adds one function at the end of MIGRATIONS. Refusals 
 from __future__ import annotations
 
 from peftviz.errors import ConfigError
-from peftviz.options import shown
+from peftviz.options import shown, with_article
 from peftviz.store.schema import RECORD_FIELDS
 from peftviz.training.config import TrainConfig
 
@@ -34,7 +34,7 @@ def refuse_unreadable(record) -> dict:
     stands in for a run's own, whose parameters would not fit it). Returns the settings without the
     record's other fields (`schema.RECORD_FIELDS`: label names, parameter counts, ...)."""
     if not isinstance(record, dict):
-        raise ConfigError(f"config.json holds a {type(record).__name__}, not an object")
+        raise ConfigError(f"config.json holds {with_article(type(record).__name__)}, not an object")
     if "method" not in record:
         raise ConfigError("the run names no method")
     return {key: value for key, value in record.items() if key not in RECORD_FIELDS}
