@@ -152,7 +152,7 @@ def _count_flag(flag: str, at_most: int) -> Callable[[str], int]:
 def _device_flag(text: str) -> str:
     """A device's name as torch would read it (auto, cpu, cuda, cuda:N); whether this machine has it is checked
     where it is used."""
-    from peftviz.sweep.cost import device_problem
+    from peftviz.training.config import device_problem
 
     problem = device_problem(text)
     if problem:

@@ -234,6 +234,9 @@ def _device(device):
         parsed = torch.device(device)
     except (RuntimeError, ValueError, TypeError):
         raise RecordError(f"device must be a torch device such as cpu, cuda or cuda:0, not {shown(device)}") from None
+    written = device.rpartition(":")[2] if isinstance(device, str) else str(device)  # the index as given
+    if written.isdigit() and int(written) != parsed.index:  # torch keeps 8 bits of it: cuda:256 reads as cuda:0
+        raise RecordError(f"device {shown(device)} reads as {parsed} in torch, whose CUDA indices stop at 127")
     present = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if parsed.type == "cuda" and (parsed.index or 0) >= present:
         raise RecordError(f"device {shown(str(parsed))} is not on this machine ({present} CUDA devices); "

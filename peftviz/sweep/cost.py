@@ -76,7 +76,6 @@ import json
 import math
 import os
 import platform
-import re
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -90,7 +89,7 @@ from peftviz.errors import ConfigError, ModelLoadError, PeftvizError
 from peftviz.files import MB
 from peftviz.options import shown
 from peftviz.tables import first_few
-from peftviz.training.config import MAX_BATCH, MAX_LENGTH, TrainConfig
+from peftviz.training.config import MAX_BATCH, MAX_LENGTH, TrainConfig, device_problem
 
 RECORDED_ARCHITECTURES: dict[str, dict[str, Any]] = {
     # https://huggingface.co/allenai/longformer-base-4096/blob/main/config.json (the fields that set the work)
@@ -116,8 +115,6 @@ CPU_BATCH = 1
 PROBE_LEARNING_RATE = 1e-5  # small enough that a few random steps stay finite; the rate does not change the time
 MAX_PROBE_STEPS = 1000  # timed steps per method and length: the probe takes 1-3, benchmarks/gpu.py 8; a typo guard
 MAX_PROBE_LENGTHS = 64  # lengths in one probe: the grids above have 2 and 4
-DEVICE_SPEC = re.compile(r"auto|cpu|cuda(:(0|[1-9][0-9]{0,2}))?")
-MAX_DEVICE_INDEX = 127  # torch keeps a device's index in 8 bits: cuda:128 reads as cuda:-128, cuda:256 as cuda:0
 PRECISIONS = ("fp32", "bf16", "fp16")  # a probe's precision as resolved on its device
 
 # The schema of a step-time file (`save_step_times` writes it, `load_step_times` checks it field by field). A
@@ -500,15 +497,6 @@ def probe_for(configs: Sequence[TrainConfig], device: str | None = None, steps: 
     if on_cpu:
         times.note(f"on a CPU: probed at batch {CPU_BATCH} and at most {CPU_LENGTHS[-1]} tokens, the rest extrapolated")
     return times
-
-
-def device_problem(spec: Any) -> str | None:
-    """What is wrong with a device's name, before torch reads it (None: nothing): auto, cpu, cuda or cuda:N with N
-    at most MAX_DEVICE_INDEX, as torch would read a larger N as another GPU."""
-    match = DEVICE_SPEC.fullmatch(spec) if isinstance(spec, str) else None
-    if match is None or (match.group(2) is not None and int(match.group(2)) > MAX_DEVICE_INDEX):
-        return f"auto, cpu, cuda or cuda:N (N up to {MAX_DEVICE_INDEX}), not {shown(spec)}"
-    return None
 
 
 def checked_device(spec: str, flag: str):

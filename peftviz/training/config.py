@@ -49,7 +49,8 @@ MAX_WEIGHT_DECAY = 1.0  # AdamW shrinks each weight by lr x decay per step; the 
 # 22 characters longer: 2 x 80 + 23 + 22 stays within the 255 bytes of a file name on every common
 # file system. 80 characters is a sentence of a name; a picker shows far less.
 MAX_LABEL_CHARS = 80
-DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+DEVICE = re.compile(r"auto|cpu|cuda(:(0|[1-9][0-9]{0,2}))?")
+MAX_DEVICE_INDEX = 127  # torch keeps a device's index in 8 bits: cuda:128 reads as cuda:-128, cuda:256 as cuda:0
 
 
 @dataclass
@@ -163,8 +164,17 @@ class TrainConfig(Options):
             raise ConfigError(
                 f"effective_batch_size ({self.effective_batch_size}) must be a multiple of batch_size ({self.batch_size})"
             )
-        if not DEVICE.fullmatch(self.device):
-            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, not {shown(self.device)}")
+        if problem := device_problem(self.device):
+            raise ConfigError(f"device must be {problem}")
+
+
+def device_problem(spec) -> str | None:
+    """What is wrong with a device's name, before torch reads it (None: nothing): it must be auto, cpu, cuda or
+    cuda:N with N at most MAX_DEVICE_INDEX, as torch would read a larger N as another GPU (cuda:256 as cuda:0)."""
+    match = DEVICE.fullmatch(spec) if isinstance(spec, str) else None
+    if match is None or (match.group(2) is not None and int(match.group(2)) > MAX_DEVICE_INDEX):
+        return f"auto, cpu, cuda or cuda:N (N up to {MAX_DEVICE_INDEX}), not {shown(spec)}"
+    return None
 
 
 def typed_values(options: Options) -> dict:

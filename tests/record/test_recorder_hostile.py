@@ -186,7 +186,7 @@ POOLS = {  # argument -> values tried in its place; the first is the one it take
     "parameters": [None, {}, {"total": 10, "trainable": 4}, {"total": 10**15}, {"total": 10**15 + 1},
                    {"total": -1}, {"total": 1.5}, {"total": True}, {"total": np.int64(3)}, {"total": 10**400},
                    {1: 3}, {"a b": 3}, {"": 3}, 5, [("total", 1)]],
-    "device": ["cpu", torch.device("cpu"), "cpu:0", "meta", "cuda", "cuda:0", "cuda:99", "nonsense", "", "gpu",
+    "device": ["cpu", torch.device("cpu"), "cpu:0", "meta", "cuda", "cuda:0", "cuda:99", "cuda:256", "nonsense", "", "gpu",
                0, 1, -1, True, 2**70, None, ["cpu"]],
     "processes": [1, 8, 65536, 65537, 0, -1, True, 2.0, "2", 10**30, np.int64(2), None],
     "by": ["recorder", "transformers-trainer", "me", 1, None],
