@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -113,6 +114,16 @@ def shown(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"an integer of about {len(text.lstrip('-'))} digits"
     return text[: SHOWN_CHARS - 3] + "..."
+
+
+# what no one-line name may hold: control characters (newline, NUL, ESC, ...: Unicode's Cc), line and paragraph
+# separators (Zl, Zp), and lone surrogates (Cs), which UTF-8 cannot store
+NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def breaks_lines(text: str) -> bool:
+    """Whether `text` holds anything a one-line name may not (`NOT_ONE_LINE`)."""
+    return NOT_ONE_LINE.search(text) is not None
 
 
 def with_article(noun: str) -> str:

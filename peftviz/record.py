@@ -61,7 +61,7 @@ import numpy as np
 from peftviz.data.checks import MAX_LABEL_CHARS as MAX_CLASS_NAME_CHARS
 from peftviz.errors import ConfigError, PeftvizError
 from peftviz.methods import EXTERNAL_PREFIX, METHODS
-from peftviz.options import shown
+from peftviz.options import breaks_lines, shown
 from peftviz.paths import store_dir
 from peftviz.store import schema
 from peftviz.store.runs import Run, best_epoch_of, load_run
@@ -75,9 +75,6 @@ OWN_ARGUMENTS = ("method", "method_options", "label", "model", "dataset")
 MAX_SOURCE_CHARS = 4096  # model, dataset: a hub id or a path (PATH_MAX on Linux)
 MAX_PROCESSES = 65536  # processes of one data-parallel run: the largest trainings use some 10^4 GPUs
 MAX_ERROR_CHARS = 1000  # the line `fail` stores beside a failed run: a sentence, not a log
-# what no one-line name may hold: control characters (newline, NUL, ...), line and paragraph separators,
-# and lone surrogates, which UTF-8 cannot store
-NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 class RecordError(PeftvizError, ValueError):
@@ -139,7 +136,7 @@ def _check_text(value, argument: str, limit: int) -> str:
     if not value.strip() or len(value) > limit:
         raise RecordError(f"{argument} must be 1 to {limit} characters (not only spaces), not {len(value)}: "
                           f"{shown(value)}")  # fmt: skip
-    if NOT_ONE_LINE.search(value):
+    if breaks_lines(value):
         raise RecordError(f"{argument} must be one line of text, without control characters: {shown(value)}")
     return value
 

@@ -40,7 +40,6 @@ import json
 import math
 import os
 import sys
-import unicodedata
 import warnings
 from pathlib import Path
 
@@ -51,7 +50,7 @@ from transformers import TrainerCallback
 from peftviz.errors import ConfigError, ExchangeError, PeftvizError
 from peftviz.integrations import trackers
 from peftviz.methods import EXTERNAL_PREFIX, backbone_method
-from peftviz.options import shown
+from peftviz.options import breaks_lines, shown
 from peftviz.record import Recorder, RecordError, open_run
 from peftviz.store.runs import Run
 from peftviz.store.schema import RECORDED_SETTING_CHARS
@@ -343,14 +342,9 @@ def _check_arguments(*, name, dataset, model, method, options, settings, runs_di
 
 def _one_line(value, argument: str) -> str:
     """`value` if it is text of one line, not blank; else a ConfigError naming `argument`."""
-    if not isinstance(value, str) or not value.strip() or any(_breaks_lines(char) for char in value):
+    if not isinstance(value, str) or not value.strip() or breaks_lines(value):
         raise ConfigError(f"{argument} must be one line of text, not {shown(value)}")
     return value
-
-
-def _breaks_lines(char: str) -> bool:
-    """A control character, a line or paragraph separator, or a lone surrogate: not part of a one-line name."""
-    return unicodedata.category(char) in ("Cc", "Zl", "Zp", "Cs")
 
 
 def _calling_trainer():
@@ -417,7 +411,7 @@ def _label_names(model) -> list[str]:
 
 
 def _named(name: str) -> bool:
-    return bool(name.strip()) and not any(_breaks_lines(char) for char in name)
+    return bool(name.strip()) and not breaks_lines(name)
 
 
 def _logits(output) -> torch.Tensor | None:
