@@ -232,11 +232,16 @@ def groups_left_out(runs: list[Run], groups: list[Group]) -> list[str]:
     """What a table of the groups' test numbers (Home's, `group_stats.group_row`) leaves out of `runs`, one line
     per reason naming the runs, as `report` says it: unreadable runs, runs without a finished epoch (in no group
     yet), and a group's runs without test predictions yet or with damaged ones (`judgeable` at "test")."""
+    return unusable_lines(runs) + judgeable(groups, "test").left_out()
+
+
+def unusable_lines(runs: list[Run]) -> list[str]:
+    """The runs no view or comparison can use, one line per reason naming them: unreadable, and without a
+    finished epoch (in no group yet)."""
     unreadable = [f"{run.name} ({run.error})" for run in runs if run.status == "corrupt"]
     unstarted = [f"{run.name} ({_progress(run)})" for run in runs if run.status != "corrupt" and not run.metrics]
     lines = [f"Left out, unreadable: {'; '.join(unreadable)}."] if unreadable else []
-    lines += [f"Left out, no finished epoch yet: {', '.join(unstarted)}."] if unstarted else []
-    return lines + judgeable(groups, "test").left_out()
+    return lines + ([f"Left out, no finished epoch yet: {', '.join(unstarted)}."] if unstarted else [])
 
 
 def _not_written_yet(run: Run, which: Which) -> bool:

@@ -48,6 +48,7 @@ from peftviz.analysis.calibration import (
     has_predictions,
     judgeable,
     resolve,
+    unusable_lines,
 )
 from peftviz.analysis.calibration import split_text as _split_text
 from peftviz.analysis.estimates import cached_estimates
@@ -466,10 +467,10 @@ def choose(
     every run it leaves out: unreadable, without a finished epoch, a repeat of a seed, evaluated on other data
     (no names given), or without predictions at `which` yet (`analysis.calibration.judgeable`). An epoch no
     chosen run has finished is refused."""
-    lines = [f"Left out, unreadable: {run.name} ({run.error})." for run in runs if run.config is None]
+    unreadable = [run for run in runs if run.config is None]  # on no dataset anyone can tell: named whatever asked
     if dataset is not None:
         runs = runs_on(runs, dataset)
-    lines += _unstarted_lines(runs)
+    lines = unusable_lines(unreadable + [run for run in runs if run.config is not None])
     units = select_units(runs, names)
     if not units:
         raise ConfigError("nothing to compare: no runs or groups with finished epochs")
@@ -489,12 +490,6 @@ def check_epoch(units: list[Group], which: int | str) -> None:
     last = max(max(finished_epochs(run), default=0) for unit in units for run in unit.runs)
     if not 1 <= which <= last:
         raise ConfigError(f"epoch {which} is not one the chosen runs finished: they have epochs 1 to {last}")
-
-
-def _unstarted_lines(runs: list[Run]) -> list[str]:
-    """Readable runs without a finished epoch: nothing of them to judge yet."""
-    unstarted = [f"{run.name} ({run.status})" for run in runs if run.status != "corrupt" and not run.metrics]
-    return [f"Left out, no finished epoch yet: {', '.join(unstarted)}."] if unstarted else []
 
 
 def _other_split_lines(runs: list[Run], chosen: list[Group]) -> list[str]:

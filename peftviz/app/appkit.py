@@ -303,14 +303,8 @@ def choose_units(key: str, limit: int = 6) -> Chosen:
     from peftviz.analysis import group_stats
     from peftviz.figures import palette
 
-    stored = runs()
-    corrupt = [run for run in stored if run.status == "corrupt"]
-    if corrupt:
-        st.caption("Skipped unreadable runs: " + "; ".join(f"{run.name} ({run.error})" for run in corrupt))
-    unstarted = [f"{run.name} (seed {run.seed}, {run.status})" for run in stored if run.status != "corrupt" and
-                 not run.metrics]  # fmt: skip
-    if unstarted:
-        st.caption(f"Not shown yet, no finished epoch: {', '.join(unstarted)}.")
+    for line in analysis.unusable_lines(runs()):  # unreadable, no finished epoch: one line each, naming them
+        st.caption(line)
     usable = runs(usable_only=True)
     if not usable:
         st.info("No runs with a finished epoch yet: train some on the Home or Train page, then come back.")

@@ -145,8 +145,10 @@ def test_the_pickers_name_unreadable_and_unstarted_runs_and_what_the_default_lef
     page = open_page(name)
     assert not page.exception
     lines = captions(page)
-    assert runs["unreadable"].name in one_line(lines, "Skipped unreadable runs:")
-    assert f"{runs['unstarted'].name} (seed 3, incomplete)" in one_line(lines, "Not shown yet, no finished epoch:")
+    assert runs["unreadable"].name in one_line(lines, "Left out, unreadable:")
+    assert f"{runs['unstarted'].name} (seed 3, incomplete, 0 epochs)" in one_line(
+        lines, "Left out, no finished epoch yet:"
+    )
     default = one_line(lines, "Not chosen by default (add them above):")
     assert "evaluated on other data, bbc-news (data seed 1, limit 120)" in default and "lora · " in default
 
