@@ -40,7 +40,7 @@ from peftviz.exchange.export import export_run
 from peftviz.exchange.imports import SPLITS, import_model
 from peftviz.exchange.request import ImportRequest
 from peftviz.paths import minilm_path
-from peftviz.training.config import preset_config
+from peftviz.run_config import preset_config
 from peftviz.training.inference import make_loader, tokenize
 from peftviz.training.trainer import train
 

@@ -94,11 +94,11 @@ import torch.nn.functional as F
 import transformers
 from transformers import LongformerConfig, LongformerForSequenceClassification
 
+from peftviz.classifier import build_classifier
 from peftviz.files import write_bytes_atomic
 from peftviz.modeling import longformer
 from peftviz.modeling.backbones import tiny_encoder
 from peftviz.modeling.longformer import LongEncoder
-from peftviz.modeling.model import build_classifier
 from peftviz.sweep.cost import StepTimes, save_step_times
 
 METHODS = ("fine-tuning", "prefix-tuning", "prefix-propagation", "kernel-prefix-propagation")

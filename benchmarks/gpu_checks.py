@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from transformers import LongformerConfig
 
+from peftviz.classifier import build_classifier
 from peftviz.modeling.longformer import LongEncoder, set_local_attention
-from peftviz.modeling.model import build_classifier
 
 METHODS = ("fine-tuning", "prefix-tuning", "prefix-propagation")
 TOLERANCE = {"float32": 1e-4, "bf16": 3e-2}  # relative to the largest value: float32's, bf16's 8-bit mantissa

@@ -87,7 +87,7 @@ from peftviz import METHODS, build_classifier, load_encoder, make_method
 from peftviz.errors import ConfigError, ExchangeError
 from peftviz.exchange.export import peft_adapter_model
 from peftviz.modeling.longformer import LongEncoder
-from peftviz.training.config import TrainConfig, comparison_methods
+from peftviz.run_config import TrainConfig, comparison_methods
 from peftviz.training.trainer import parameter_groups
 
 PREFIX_LENGTH = 8  # the paper's j

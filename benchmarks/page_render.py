@@ -58,9 +58,9 @@ def rerun_seconds(page: str, repeats: int = 3) -> float:
 
 def train_smoke_store(store: Path) -> None:
     """The smoke preset's comparison plus kernel runs at three α, as tests/conftest.py's smoke_store."""
+    from peftviz.run_config import alpha_grid
     from peftviz.sweep import run_sweep
     from peftviz.sweep.variants import comparison_configs
-    from peftviz.training.config import alpha_grid
 
     started = time.perf_counter()
     run_sweep(comparison_configs("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2)), store)

@@ -23,8 +23,8 @@ import numpy as np
 def build(root: Path, runs: int, epochs: int) -> None:
     import torch
 
+    from peftviz.run_config import preset_config
     from peftviz.store.writer import RunWriter
-    from peftviz.training.config import preset_config
 
     rng = np.random.default_rng(0)
     recorded = {"label_names": list("abcde"), "parameters": {"total": 10, "trainable": 4}, "environment": {}}

@@ -27,9 +27,9 @@ import time
 from datetime import date
 from pathlib import Path
 
+from peftviz.run_config import comparison_methods, over_seeds
 from peftviz.sweep import RayOptions, run_sweep
 from peftviz.sweep.variants import comparison_configs
-from peftviz.training.config import comparison_methods, over_seeds
 
 METHODS = "prefix-tuning,prefix-propagation,lora,bitfit"
 PARTS = ("local", "startup", "ray", "ray_warm", "shutdown", "total")

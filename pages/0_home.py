@@ -10,9 +10,9 @@ from peftviz.analysis.run_labels import measured_minutes, shown_run_row
 from peftviz.app import appkit, jobpanel
 from peftviz.methods import describe_methods
 from peftviz.paths import store_dir
+from peftviz.run_config import METHOD_SETS, PRESETS, over_seeds
 from peftviz.store.runs import group_runs
 from peftviz.sweep.variants import comparison_configs
-from peftviz.training.config import METHOD_SETS, PRESETS, over_seeds
 from peftviz.training.progress import minutes_span
 
 # the runs table fits a 1280-pixel window with the sidebar open (790 of 818 px): the group key and

@@ -15,8 +15,8 @@ from peftviz.methods import DEFAULT_METHOD, METHODS, PEFT_PREFIX
 from peftviz.methods.peft_tuner import tuner_types
 from peftviz.modeling.backbones import check_model
 from peftviz.paths import uploads_dir
+from peftviz.run_config import PRESET_DATASET_SETTINGS, PRESETS, TrainConfig, over_seeds, preset_config
 from peftviz.sweep.variants import check_start, starting_runs
-from peftviz.training.config import PRESET_DATASET_SETTINGS, PRESETS, TrainConfig, over_seeds, preset_config
 from peftviz.training.engine import check_machine
 
 SETTINGS = ("epochs", "learning_rate", "max_length", "batch_size", "limit", "seed", "schedule", "pooling", "precision",

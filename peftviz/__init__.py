@@ -16,9 +16,9 @@ _LAZY = {
     "tiny_encoder": "peftviz.modeling.backbones",
     "METHODS": "peftviz.methods",
     "make_method": "peftviz.methods",
-    "ClassifierOutput": "peftviz.modeling.model",
-    "PeftClassifier": "peftviz.modeling.model",
-    "build_classifier": "peftviz.modeling.model",
+    "ClassifierOutput": "peftviz.classifier",
+    "PeftClassifier": "peftviz.classifier",
+    "build_classifier": "peftviz.classifier",
 }
 __all__ = [  # noqa: RUF022  (the order of _LAZY above)
     "DEFAULT_MODEL", "ModelLoadError", "PeftvizError", "load_encoder", "tiny_encoder", "METHODS", "make_method",

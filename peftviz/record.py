@@ -63,10 +63,10 @@ from peftviz.errors import ConfigError, PeftvizError
 from peftviz.methods import EXTERNAL_PREFIX, METHODS
 from peftviz.options import breaks_lines, shown
 from peftviz.paths import store_dir
+from peftviz.run_config import MAX_EPOCHS, MAX_LABEL_CHARS, TrainConfig
 from peftviz.store import schema
 from peftviz.store.runs import Run, best_epoch_of, load_run
 from peftviz.store.writer import RunWriter
-from peftviz.training.config import MAX_EPOCHS, MAX_LABEL_CHARS, TrainConfig
 
 __all__ = ["RecordError", "Recorder", "open_run"]
 

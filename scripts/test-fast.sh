@@ -4,4 +4,5 @@
 # pytest (e.g. -x, or a folder: tests/store). CI runs everything (scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec .venv/bin/python -m pytest -m "not slow and not browser and not long" "$@"
+# two pytest-xdist workers, as scripts/test.sh; PEFTVIZ_TEST_WORKERS=0 runs in this process
+exec .venv/bin/python -m pytest -n "${PEFTVIZ_TEST_WORKERS:-2}" --dist loadgroup -m "not slow and not browser and not long" "$@"

@@ -2,13 +2,28 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+if "PYTEST_XDIST_WORKER" in os.environ:
+    # one torch thread per worker (read when torch is imported, here and in child processes): the workers already
+    # fill the machine's cores, and two threads each would contend for them
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from tests.support.helpers import BERT_FAMILIES, FAMILIES
 
 # session stores trained on the shipped MiniLM (a minute or more each): a test that reads one is slow
 TRAINED_STORES = {"smoke_store", "seeds_store", "mixed_store", "newcomer_walk"}
+# Under pytest-xdist (scripts/test.sh runs two workers) each group's tests run on one worker: a test file's tests
+# together, so that its module fixtures are built once, and across files those that start a local Ray cluster, and
+# those that drive Chromium (two browsers at once on two cores time out) with those of the newcomer's walk, whose Walk
+# holds a live job queue that cannot be shared between processes.
+XDIST_GROUPS = (
+    ("browser", lambda item: "browser" in item.keywords or "newcomer_walk" in item.fixturenames),
+    ("ray", lambda item: "local_ray" in item.fixturenames or item.path.name == "test_page_home_train.py"),
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the marks below count there
@@ -20,6 +35,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.browser)
         if TRAINED_STORES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
+        group = next((name for name, holds in XDIST_GROUPS if holds(item)), item.nodeid.split("::")[0])
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def built_once(tmp_path_factory, name: str, build, scratch: bool = False) -> Path:
+    """`build(folder)` (`build(folder, scratch)` with a scratch folder beside it) run once per test run, its folder
+    shared by every pytest-xdist worker: built by the first worker to ask, under a file lock, the others waiting
+    for it. Without xdist: folders of this process. Stores built so are read-only for tests, as they always were:
+    a test that changes one copies it first."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder, extra = tmp_path_factory.mktemp(name), tmp_path_factory.mktemp(f"{name}_scratch")
+    else:
+        root = tmp_path_factory.getbasetemp().parent  # the run's temporary root, above each worker's own
+        folder, extra = root / name, root / f"{name}_scratch"
+    with FileLock(f"{folder}.lock"):
+        built = folder.with_suffix(".built")
+        if not built.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            extra.mkdir(parents=True, exist_ok=True)
+            build(folder, extra) if scratch else build(folder)
+            built.touch()
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +86,12 @@ def bert_family(request):
 @pytest.fixture(scope="session")
 def smoke_store(tmp_path_factory):
     """A run store made by the smoke preset: the six runs of `compare` plus kernel runs at three α."""
+    from peftviz.run_config import alpha_grid
     from peftviz.sweep.variants import comparison_configs
-    from peftviz.training.config import alpha_grid
     from tests.support.sweeps import trained
 
-    store = tmp_path_factory.mktemp("smoke_store")
-    trained(comparison_configs("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2)), store)
-    return store
+    configs = comparison_configs("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2))
+    return built_once(tmp_path_factory, "smoke_store", lambda store: trained(configs, store))
 
 
 @pytest.fixture
@@ -75,13 +111,12 @@ def empty_store(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def seeds_store(tmp_path_factory):
     """The smoke comparison at training seeds 0 and 1: six groups of two runs on one split."""
+    from peftviz.run_config import over_seeds
     from peftviz.sweep.variants import comparison_configs
-    from peftviz.training.config import over_seeds
     from tests.support.sweeps import trained
 
-    store = tmp_path_factory.mktemp("seeds_store")
-    trained(over_seeds(comparison_configs("smoke"), [0, 1]), store)
-    return store
+    configs = over_seeds(comparison_configs("smoke"), [0, 1])
+    return built_once(tmp_path_factory, "seeds_store", lambda store: trained(configs, store))
 
 
 @pytest.fixture
@@ -97,9 +132,7 @@ def recorded_store(tmp_path_factory):
     LoRA and a loop's own method at seeds 0, 1, on the same "tokens" examples (a few seconds)."""
     from tests.support.mixed_store import record_other_loops
 
-    store = tmp_path_factory.mktemp("recorded_store")
-    record_other_loops(store, tmp_path_factory.mktemp("recorded_scratch"))
-    return store
+    return built_once(tmp_path_factory, "recorded_store", record_other_loops, scratch=True)
 
 
 @pytest.fixture(scope="session")
@@ -108,7 +141,7 @@ def mixed_store(tmp_path_factory):
     about 15 s). Read-only for tests: copy it before changing it."""
     from tests.support.mixed_store import build
 
-    return build(tmp_path_factory.mktemp("mixed_store"), tmp_path_factory.mktemp("mixed_scratch"))
+    return built_once(tmp_path_factory, "mixed_store", build, scratch=True)
 
 
 @pytest.fixture

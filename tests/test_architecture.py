@@ -32,13 +32,15 @@ def string_constants(path: Path) -> list[tuple[int, str]]:
 
 
 def method_names_in(path: Path) -> list[str]:
-    """Every registered method name found in the file's string literals, as a whole word."""
+    """Every registered method name found in the file's string literals, as a whole word; in the command line
+    (peftviz/cli/), in any case: its help would name a method as its paper spells it (AdaLoRA, IA3). Elsewhere case
+    counts: the pages' prose (Prefix-tuning gives ...) and peft's own type names (ADALORA) are no method's name."""
+    any_case = re.IGNORECASE if path.relative_to(ROOT).parts[:2] == ("peftviz", "cli") else 0
+    strings = string_constants(path)  # the file parsed once, not once per name
     found = []
     for name in METHODS:
-        word = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
-        found += [
-            f"{path.relative_to(ROOT)}:{line}: {name!r}" for line, text in string_constants(path) if word.search(text)
-        ]
+        word = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])", any_case)
+        found += [f"{path.relative_to(ROOT)}:{line}: {name!r}" for line, text in strings if word.search(text)]
     return found
 
 
@@ -62,9 +64,59 @@ def test_the_check_finds_a_method_name(tmp_path, monkeypatch):
     assert method_names_in(sample) == ["sample.py:2: 'prefix-tuning'"]
 
 
-def test_every_registered_method_loads_and_knows_its_name():
+def test_the_check_finds_a_method_name_in_the_command_line_in_any_case(tmp_path, monkeypatch):
+    """A hand-written list of methods in a command's help, as `export` had (LoRA and its variants, AdaLoRA, ...)."""
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    sample = tmp_path / "peftviz" / "cli" / "sample.py"
+    sample.parent.mkdir(parents=True)
+    sample.write_text('HELP = "a peft adapter (LoRA and its variants, AdaLoRA, VB-LoRA)"\n')
+    assert method_names_in(sample) == ["peftviz/cli/sample.py:1: 'lora'", "peftviz/cli/sample.py:1: 'adalora'"]
+
+
+def unnamed_methods(entries: dict[str, str]) -> list[str]:
+    """Each registry entry (name -> "module:Class" under peftviz.methods) whose class, imported from its module
+    without any registry lookup, does not carry that name as a `name` of its own: read from the class's __dict__, so
+    a name it inherits from the class it extends does not count."""
+    import importlib
+
+    found = []
+    for name, entry in entries.items():
+        module, class_name = entry.split(":")
+        cls = getattr(importlib.import_module(f"peftviz.methods.{module}"), class_name)
+        if cls.__dict__.get("name") != name:
+            found.append(f"{name}: {entry} has {cls.__dict__.get('name', 'no name of its own')!r}")
+    return found
+
+
+def test_every_registered_method_is_named_by_its_registration():
+    """Registration sets a method's name: in a fresh interpreter that imports the classes from their modules and
+    never looks one up, each already carries its registry key; looking them up (here) changes nothing."""
+    code = "from peftviz.methods import METHODS\nfrom tests.test_architecture import unnamed_methods\n"
+    assert python(code + "print(unnamed_methods(METHODS.class_paths()))").strip().splitlines()[-1] == "[]"
     for name, cls in METHODS.items():
-        assert cls.name == name and cls.config_class().to_dict() is not None
+        assert cls.__dict__["name"] == name and cls.config_class().to_dict() is not None
+    for name in ("peft:LORA", "peft:ADALORA", "external:my-adapter"):  # made by the registry, named as made
+        assert METHODS[name].__dict__["name"] == name
+
+
+def test_the_name_check_finds_a_method_registered_without_registration(monkeypatch):
+    """A class the table lists that was made without `@registered` inherits its base's name, and a lookup does not
+    name it: the check says so; registering it names it."""
+    import types
+
+    from peftviz.methods import MethodRegistry, registration
+    from peftviz.methods.fine_tuning import FineTuning
+
+    planted = types.ModuleType("peftviz.methods.planted")
+    planted.Planted = type("Planted", (FineTuning,), {"__module__": planted.__name__})
+    monkeypatch.setitem(sys.modules, planted.__name__, planted)
+    with pytest.raises(TypeError, match="no entry"):
+        registration.registered(planted.Planted)  # the table does not list it yet
+    monkeypatch.setitem(registration.ENTRIES, "planted", "planted:Planted")
+    registry = MethodRegistry(registration.ENTRIES)
+    assert registry["planted"] is planted.Planted and planted.Planted.name == "fine-tuning"  # looked up; inherited
+    assert unnamed_methods(registry.class_paths()) == ["planted: planted:Planted has 'no name of its own'"]
+    assert registration.registered(planted.Planted).name == "planted" and unnamed_methods(registry.class_paths()) == []
 
 
 # what a method never reaches: it knows nothing of the store, training loops or sweeps (the planner reads what it
@@ -354,3 +406,76 @@ def test_the_cycle_check_finds_a_planted_cycle(tmp_path, planted, expected):
     for name, text in planted.items():
         (tmp_path / name).write_text(text)
     assert [" -> ".join(cycle) for cycle in import_cycles(tmp_path)] == [expected]
+
+
+# ---------------------------------------------------------------- every import runs down the layers
+
+# (a lower package, the packages above it that it never reaches): the store reads config.json with the run
+# configuration (peftviz.run_config, below it), not with anything of training; the encoders (modeling) know nothing
+# of the methods that attach to them, and neither knows the classifier (peftviz.classifier) that composes the two.
+DOWNWARD_ONLY = (
+    ("peftviz.store", ("peftviz.training",)),
+    ("peftviz.modeling", ("peftviz.methods", "peftviz.classifier")),
+    ("peftviz.methods", ("peftviz.classifier",)),
+)
+
+
+def upward_imports(root: Path) -> list[str]:
+    """Each module of a lower package (DOWNWARD_ONLY) that reaches a package above it, at any depth of its code (lazy
+    and TYPE_CHECKING imports count) or through other peftviz modules: one line with the chain."""
+    graph = {module_of(f, root): imports_of(f, root) for f in source_files(root) if f.exists()}
+    found = []
+    for lower, above in DOWNWARD_ONLY:
+        modules = sorted(name for name in graph if name == lower or name.startswith(f"{lower}."))
+        chains = [reaches(name, graph, above) for name in modules]
+        found += [" -> ".join(chain) for chain in chains if chain]
+    return found
+
+
+def test_every_import_runs_down_the_layers():
+    """The store imports nothing of training; modeling nothing of the methods; neither the classifier."""
+    assert len(list((ROOT / "peftviz" / "store").glob("*.py"))) > 3  # the check covers the store
+    assert len(list((ROOT / "peftviz" / "modeling").glob("*.py"))) > 3  # and the encoders
+    assert upward_imports(ROOT) == []
+
+
+@pytest.mark.parametrize(
+    ("planted", "expected"),
+    [
+        (  # the arrow the store had: config.json's schema a layer above the store that reads it
+            {"peftviz/store/runs.py": "from peftviz.training.config import TrainConfig\n"},
+            "peftviz.store.runs -> peftviz.training.config",
+        ),
+        (
+            {"peftviz/store/writer.py": "def f():\n    from peftviz.training import trainer\n"},  # lazy
+            "peftviz.store.writer -> peftviz.training",
+        ),
+        (  # the arrow the classifier had while it lived in modeling/
+            {"peftviz/modeling/model.py": "from peftviz.methods import make_method\n"},
+            "peftviz.modeling.model -> peftviz.methods",
+        ),
+        (
+            {
+                "peftviz/modeling/backbones.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "    from peftviz.helper import x\n",
+                "peftviz/helper.py": "from .methods.base import PeftMethod\n",
+            },
+            "peftviz.modeling.backbones -> peftviz.helper -> peftviz.methods.base",
+        ),
+        (
+            {"peftviz/methods/lora.py": "from peftviz.classifier import PeftClassifier\n"},
+            "peftviz.methods.lora -> peftviz.classifier",
+        ),
+    ],
+)
+def test_the_downward_check_finds_a_planted_upward_import(tmp_path, planted, expected):
+    for name in ("peftviz/__init__.py", "peftviz/store/runs.py", "peftviz/store/writer.py", "app.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "peftviz" / "store" / "runs.py").write_text("from peftviz.run_config import TrainConfig\n")  # allowed
+    (tmp_path / "pages").mkdir()
+    assert upward_imports(tmp_path) == []
+    for name, text in planted.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((tmp_path / name).read_text() + text if (tmp_path / name).exists() else text)
+    assert upward_imports(tmp_path) == [expected]

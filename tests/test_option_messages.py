@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from peftviz.cli import parse_method_options
+from peftviz.cli.train import parse_method_options
 from peftviz.errors import ConfigError
 from peftviz.options import check_type, with_article
 

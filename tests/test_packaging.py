@@ -77,6 +77,7 @@ def test_the_console_command_lists_every_command_of_the_table(tmp_path):
     assert "{" + ",".join(COMMANDS) + "}" in shown.stdout  # every command, in the table's order
 
 
+@pytest.mark.slow  # runs the console command in child processes
 def test_the_console_command_exits_with_the_cli_s_status(tmp_path):
     store = tmp_path / "store"
     listed = run_elsewhere(tmp_path, CONSOLE, "runs", "--runs-dir", store)

@@ -4,39 +4,68 @@
                                     value__<metric> () float64: the estimator on all examples
                                     draws__<metric> (R,) float64: on each resampled example row
 
-The draws of a metric depend on the predictions and on the evaluation, bins, scheme, number of
-resamples and resampling seed; the key hashes exactly these (the predictions by their bytes), so
-a file is never read for other settings or for predictions rewritten since. `level` is not in the
-key: an interval is read off the draws at any level. A file holds the metrics computed so far;
-asking for others computes only those and writes the file again with all of them (atomic rename).
-So a page, a report and the next process share the work. A file that fails its check (not an npz,
-another key, wrong shapes or types) is ignored and computed again; a folder that cannot be written
-(a read-only store) only costs the recomputation. Schema: `schema.read_estimates`.
+The draws of a metric depend on the predictions, on the evaluation, bins, scheme, number of
+resamples and resampling seed, and on the code that computes them; the key hashes exactly these
+(the predictions by their bytes, the code by `estimators_code`), so a file is never read for other
+settings, for predictions rewritten since, or after an estimator's code changed. `level` is not in
+the key: an interval is read off the draws at any level. FORMAT is the file's layout, bumped when
+the members above change; a change of the code needs no bump. A file holds the metrics computed so
+far; asking for others computes only those and writes the file again with all of them (atomic
+rename). So a page, a report and the next process share the work.
+
+This module both writes the file and reads it back (`read_estimates`), every member checked: a file
+that fails its check (not a regular file, too large, not an npz, another key, a member of another
+name, shape or type, a metric without its value or its draws) is ignored and computed again; a
+folder that cannot be written (a read-only store) only costs the recomputation.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import json
 import os
+import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from peftviz.analysis.code_identity import code_identity
 from peftviz.calibration import estimators
 from peftviz.calibration.stats import interval_around, resample_indices
 from peftviz.errors import RunError
+from peftviz.files import FileProblem, check_regular
 from peftviz.store import caches, schema
 from peftviz.store.runs import Run
 
 ESTIMATES_DIR = "estimates"  # a cache folder of the run folder (`store.caches`)
-FORMAT = 1
+FORMAT = 1  # the file's layout (its members); the code that computes the values is `estimators_code`
+DRAWN_BY = (estimators.__name__,)  # the registry: every estimator, and the modules it calls (binning, stats, ...)
+ESTIMATE_MEMBER = re.compile(r"^(value|draws)__([a-z][a-z0-9_]{0,63})$")
+
+
+@functools.cache
+def estimators_code() -> str:
+    """The identity of the code that computes the values and draws (`code_identity`): the registry's
+    module and every peftviz module it imports (binning, checks, paper_ece, selective, smooth_ece,
+    stats, ...), and `_compute`, which draws the resampled rows and calls the registry."""
+    return code_identity(DRAWN_BY, extra=inspect.getsource(_compute))
 
 
 def estimates_key(probs: np.ndarray, labels: np.ndarray, evaluation: str, settings) -> str:
-    """sha256 over the predictions' bytes and the settings the draws depend on (not the level)."""
-    made_with = {"format": FORMAT, "evaluation": evaluation, "n_bins": settings.n_bins, "scheme": settings.scheme,
-                 "n_resamples": settings.n_resamples, "seed": settings.seed}  # fmt: skip
+    """sha256 over the predictions' bytes, the settings the draws depend on (not the level) and the
+    identity of the code that computes them."""
+    made_with = {
+        "format": FORMAT,
+        "code": estimators_code(),
+        "evaluation": evaluation,
+        "n_bins": settings.n_bins,
+        "scheme": settings.scheme,
+        "n_resamples": settings.n_resamples,
+        "seed": settings.seed,
+    }
     digest = hashlib.sha256(json.dumps(made_with, sort_keys=True).encode())
     for array in (probs, labels):
         digest.update(f"{array.dtype.str}{array.shape}".encode())
@@ -49,9 +78,36 @@ def _read(path: Path, key: str, n_resamples: int) -> dict[str, tuple[float, np.n
     if not os.path.lexists(path):
         return {}
     try:
-        return schema.read_estimates(path, key, n_resamples)
+        return read_estimates(path, key, n_resamples)
     except RunError:
         return {}
+
+
+def read_estimates(path: Path, key: str, n_resamples: int) -> dict[str, tuple[float, np.ndarray]]:
+    """{metric: (value, draws (R,))} of an estimates cache whose key is `key`, every member checked;
+    `schema.Corrupt` (a `RunError`) naming the file and the member otherwise."""
+    file = f"{caches.ANALYSIS_DIR}/{ESTIMATES_DIR}/{path.name}"
+    try:
+        check_regular(path, schema.ANALYSIS_LIMIT, follow_symlinks=False)
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except FileProblem as problem:
+        raise schema.Corrupt(file, f"the file {problem}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise schema.Corrupt(file, f"the file is not an npz archive ({str(err)[:60]})") from None
+    stored_key = arrays.pop("key", None)
+    if stored_key is None or stored_key.shape != () or str(stored_key) != key:
+        raise schema.Corrupt(file, "key does not match the predictions, settings and code")
+    metrics = {}
+    for name, array in arrays.items():
+        match = ESTIMATE_MEMBER.match(name)
+        shape = () if match and match[1] == "value" else (n_resamples,)
+        if not match or array.shape != shape or array.dtype != np.float64:
+            raise schema.Corrupt(file, f"{name} must be float64 of shape {shape}, not {array.dtype} {array.shape}")
+        metrics.setdefault(match[2], {})[match[1]] = array
+    if any(len(parts) != 2 for parts in metrics.values()):
+        raise schema.Corrupt(file, "every metric needs a value and its draws")
+    return {metric: (float(parts["value"]), parts["draws"]) for metric, parts in metrics.items()}
 
 
 def _write(run: Run, name: str, key: str, found: dict[str, tuple[float, np.ndarray]]) -> None:

@@ -59,10 +59,10 @@ from peftviz.calibration import estimators, stats
 from peftviz.data.uploads import dataset_label
 from peftviz.errors import ConfigError, RunError
 from peftviz.options import Bounds, check_bound, check_type, shown
+from peftviz.run_config import MAX_ECE_BINS
 from peftviz.store import schema
 from peftviz.store.runs import Group, Run, group_runs
 from peftviz.tables import format_table
-from peftviz.training.config import MAX_ECE_BINS
 
 # the Calibration page's choice of resamples: 200 gives a readable band in seconds; 1000 is the report's precision
 RESAMPLE_CHOICES = (200, 1000)

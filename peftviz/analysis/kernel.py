@@ -14,12 +14,29 @@ softmax mass on the prefix keys (eqs. 5–6); the kernel form fixes that weight 
 
 - `lambda_distribution`: λ(C) of every text query (`peftviz.analysis.attention.lambda_c`, eq. 6).
 - `alpha_sweep`: a trained run evaluated on its validation split under each α (and under the exact
-  λ(C)), cached as JSON in the run folder.
+  λ(C)), cached as JSON in the run folder (below).
 - `trained_alpha_rows`: the kernel runs of the store, one row per run at its configured α.
 - `trained_alpha_groups`: the same runs grouped over training seeds (`group_runs`): one row per
   group with the mean over seeds, its t-interval, and the members' rows.
 
 No Streamlit and no plotting here: the page calls these and `peftviz.figures.kernel` draws them.
+
+The α-sweep cache, written and read back here (`store.caches` writes it the store's way):
+
+    analysis/alpha_sweep.json   format: SWEEP_FORMAT (another format is not read: computed again)
+                                sweeps: α-list key ("0.001,0.005,...") -> {alphas: [α > 0, ...],
+                                  best_epoch: n >= 1, code: 64 hex digits (`sweep_code`),
+                                  rows: one per α, then the exact λ(C)'s: alpha, accuracy, ece, nll}
+
+Every member is checked on every read (`read_alpha_sweeps`, `check_alpha_sweep`): a file or a sweep
+that fails is left out and computed again behind the page's button, which says why. A sound sweep is
+used only for the run's current best epoch and for the code that computes the rows: `sweep_code`,
+the identity (`analysis.code_identity`) of this module and every peftviz module it imports (the
+prediction loop, the data and its validation split, the classifier, λ(C)'s attention, the
+estimators of accuracy, ECE and NLL), and of the sweep method's module (how α enters the
+attention). A change of any of it computes the sweep again: its rows are what that code gives now.
+SWEEP_FORMAT is the file's layout, bumped when the members above change; a change of the code needs
+no bump.
 """
 
 from __future__ import annotations
@@ -30,22 +47,25 @@ from collections.abc import Callable
 import numpy as np
 
 from peftviz.analysis.attention import lambda_c
+from peftviz.analysis.code_identity import code_identity
 from peftviz.calibration.stats import LEVEL, t_interval
+from peftviz.classifier import PeftClassifier
 from peftviz.errors import RunError
-from peftviz.methods import alpha_grid_method
+from peftviz.methods import METHODS, alpha_grid_method
 from peftviz.methods.kernel_prefix_propagation import EXACT
-from peftviz.modeling.model import PeftClassifier
+from peftviz.run_config import TrainConfig, alpha_grid
 from peftviz.store import caches, schema
 from peftviz.store.runs import Run, group_runs
-from peftviz.training.config import TrainConfig, alpha_grid
 from peftviz.training.inference import evaluation_metrics, load_trained, predict, run_data, validation_loader
 
 SWEEP_FILE = "alpha_sweep.json"  # a cache of the run folder (`store.caches`)
-SWEEP_FORMAT = 1
+SWEEP_FORMAT = 2  # the file's layout; 2: each sweep has its code (`sweep_code`)
 GRID_PRESET = "quick"  # the page's "train at the grid" button trains this preset
 N_LAMBDA_DOCS = 16  # validation documents behind the λ(C) distribution
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)  # whisker, box, median, box, whisker
-SWEEP_METRICS = tuple(schema.SWEEP_RANGES)  # accuracy, ece, nll: what the cache's check knows
+SWEEP_RANGES = {"accuracy": (0.0, 1.0), "ece": (0.0, 1.0), "nll": (0.0, np.inf)}  # a sweep row's metrics
+SWEEP_METRICS = tuple(SWEEP_RANGES)  # accuracy, ece, nll: what the cache's check knows
+SWEEP_SHOWN = f"{caches.ANALYSIS_DIR}/{SWEEP_FILE}"  # how a check's message names the file
 
 SweepProgress = Callable[[int, int, str], None]  # (settings done, settings in all, the next one)
 
@@ -168,7 +188,8 @@ def alpha_sweep(run: Run, alphas=None, progress: SweepProgress | None = None) ->
 
     Rows {alpha (float, or "exact"), accuracy, ece, nll}. For a prefix-propagation run the exact
     row is the run itself. The result is stored in the run folder (analysis/alpha_sweep.json,
-    keyed by the α list) and read back on the next call for the same α list and best epoch.
+    keyed by the α list) and read back on the next call for the same α list, best epoch and code
+    (`sweep_code`).
     """
     alphas = [float(a) for a in (alphas or grid_alphas())]
     cached = cached_alpha_sweep(run, alphas)
@@ -199,13 +220,13 @@ def _sweep_key(alphas) -> str:
 def _read_sweeps(run: Run) -> tuple[dict, dict]:
     """(the run's sound stored sweeps by α-list key, why each other one was left out: key -> one line
     naming the file and the field; key None: the whole file). A cache, not a result: what fails its
-    check (`schema.check_alpha_sweep`) is computed again (behind the page's button), as the estimates
+    check (`check_alpha_sweep`) is computed again (behind the page's button), as the estimates
     cache is, and `_store_sweep` then writes the file anew without it; the page says why."""
     path = caches.cache_path(run.path, SWEEP_FILE)
     if not os.path.lexists(path):
         return {}, {}
     try:
-        stored = schema.read_alpha_sweeps(path, SWEEP_FORMAT)
+        stored = read_alpha_sweeps(path)
     except RunError as err:
         return {}, {None: str(err)}
     sound, damaged = {}, {}
@@ -221,21 +242,74 @@ def _read_sweeps(run: Run) -> tuple[dict, dict]:
 def _sweep_problem(key: str, entry) -> str | None:
     """Why a stored sweep fails its check or is not the sweep of the α list its key names; None if sound."""
     try:
-        schema.check_alpha_sweep(entry, key, EXACT)
+        check_alpha_sweep(entry, key, EXACT)
         if key != _sweep_key(entry["alphas"]):
-            raise schema.Corrupt(
-                f"{caches.ANALYSIS_DIR}/{SWEEP_FILE}", f"{key}: alphas must be the α list its key names"
-            )
+            raise schema.Corrupt(SWEEP_SHOWN, f"{key}: alphas must be the α list its key names")
     except RunError as err:
         return str(err)
     return None
 
 
+def read_alpha_sweeps(path) -> dict:
+    """The sweeps of an α-sweep cache by α-list key, each still to check (`check_alpha_sweep`); {} for
+    a file of another format. `schema.Corrupt` when the file is not an object of sweeps."""
+    stored = schema.mapping(schema.read_json(path, SWEEP_SHOWN, schema.ANALYSIS_LIMIT), SWEEP_SHOWN, "the file")
+    if stored.get("format") != SWEEP_FORMAT:
+        return {}
+    return schema.mapping(stored.get("sweeps", {}), SWEEP_SHOWN, "sweeps")
+
+
+def check_alpha_sweep(entry, key: str, exact: str) -> dict:
+    """One sweep of the α-sweep cache: {"alphas": [α > 0, ...], "best_epoch": n >= 1, "rows", "code"},
+    whose rows are one per α in order, then the one under the exact λ(C) (alpha `exact`), each with
+    accuracy, ece and nll in SWEEP_RANGES, and whose code is 64 hex digits. Corrupt names the sweep
+    and the row."""
+    file = SWEEP_SHOWN
+    schema.mapping(entry, file, key)
+    schema.integer(entry.get("best_epoch"), file, f"{key}: best_epoch", low=1)
+    alphas = entry.get("alphas")
+    # α > 0 and finite: the page draws them on a log axis
+    if not isinstance(alphas, list) or not all(schema.is_number(a) and 0 < a < np.inf for a in alphas):
+        raise schema.Corrupt(file, f"{key}: alphas must be a list of numbers > 0, not {schema.shown_value(alphas)}")
+    rows = entry.get("rows")
+    if not isinstance(rows, list) or len(rows) != len(alphas) + 1:
+        raise schema.Corrupt(
+            file, f"{key}: rows must be a list of {len(alphas) + 1} rows: one per α, then the exact λ(C)"
+        )
+    for index, (row, alpha) in enumerate(zip(rows, [*alphas, exact])):
+        _check_sweep_row(row, alpha, file, f"{key}: row {index + 1}")
+    code = entry.get("code")
+    if not (isinstance(code, str) and schema.SHA256.fullmatch(code)):
+        raise schema.Corrupt(file, f"{key}: code must be 64 hex digits, not {schema.shown_value(code)}")
+    return entry
+
+
+def _check_sweep_row(row, alpha, file: str, where: str) -> None:
+    if schema.mapping(row, file, where).get("alpha") != alpha:
+        shown = schema.shown_value
+        raise schema.Corrupt(file, f"{where}: alpha must be {shown(alpha)}, not {shown(row.get('alpha'))}")
+    for name, (low, high) in SWEEP_RANGES.items():
+        value = schema.number(row.get(name), file, f"{where}: {name}")
+        if not low <= value <= high:  # NaN fails too
+            raise schema.Corrupt(file, f"{where}: {name} must be in [{low}, {high}], not {schema.shown_value(value)}")
+
+
+def sweep_code(run: Run) -> str:
+    """The identity of the code that computes the run's sweep rows (`code_identity`, once per process):
+    this module and every peftviz module it imports, and the module of the run's `alpha_sweep_method`
+    with every peftviz module that imports."""
+    method = run.method_class.alpha_sweep_method if run.config is not None else None
+    return code_identity((__name__, *([METHODS[method].__module__] if method else [])))
+
+
 def cached_alpha_sweep(run: Run, alphas=None) -> list[dict] | None:
-    """The stored sweep of `alphas` (default: the paper's grid) for the run's current best epoch, or None."""
+    """The stored sweep of `alphas` (default: the paper's grid) for the run's current best epoch and
+    the code that computes it now (`sweep_code`), or None."""
     entry = _read_sweeps(run)[0].get(_sweep_key(alphas or grid_alphas()))
     if not isinstance(entry, dict) or entry.get("best_epoch") != run.best_epoch:
         return None  # the parameters changed since (a run still training)
+    if entry.get("code") != sweep_code(run):
+        return None  # computed by other code: computed again
     return entry.get("rows")
 
 
@@ -248,7 +322,8 @@ def damaged_sweep(run: Run, alphas=None) -> str | None:
 
 def _store_sweep(run: Run, alphas: list[float], rows: list[dict]) -> None:
     sweeps = _read_sweeps(run)[0]
-    sweeps[_sweep_key(alphas)] = {"alphas": alphas, "best_epoch": run.best_epoch, "rows": rows}
+    entry = {"alphas": alphas, "best_epoch": run.best_epoch, "code": sweep_code(run), "rows": rows}
+    sweeps[_sweep_key(alphas)] = entry
     caches.write_json(run.path, SWEEP_FILE, {"format": SWEEP_FORMAT, "sweeps": sweeps})
 
 

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from peftviz.data.uploads import dataset_label
+from peftviz.run_config import TrainConfig
 from peftviz.store.runs import Run
-from peftviz.training.config import TrainConfig
 
 
 def trained_by(run: Run) -> str | None:

@@ -34,8 +34,8 @@ from pathlib import Path
 from peftviz.app.worker import RunOutcome, sweep_in_child
 from peftviz.errors import PeftvizError
 from peftviz.exchange.request import ImportRequest
+from peftviz.run_config import TrainConfig
 from peftviz.store.runs import Run, group_key
-from peftviz.training.config import TrainConfig
 from peftviz.training.progress import ENDED, SKIPPED, Pace, Progress
 
 KEEP_FINISHED = 50  # finished jobs kept for their owners' pages; older ones are forgotten

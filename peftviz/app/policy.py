@@ -42,7 +42,7 @@ from peftviz.files import MB
 BUILTIN_MODELS = ("minilm", "tiny-bert", "tiny-roberta", "tiny-longformer")
 LONG_MINILM = re.compile(r"long-minilm(-w\d+)?")
 # a shared server's run limits: 12 runs are the papers' six methods at two seeds (the quick preset is
-# sized for six runs in under 12 minutes on 2 CPU cores, `config.PRESETS`); 60 are five visitors' worth
+# sized for six runs in under 12 minutes on 2 CPU cores, `run_config.PRESETS`); 60 are five visitors' worth
 RUNS_PER_VISITOR = 12
 RUNS_QUEUED = 60
 DATASET_REFUSED = (

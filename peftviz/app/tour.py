@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 from peftviz.analysis import kernel, tiny_heads
+from peftviz.run_config import TrainConfig, comparison_methods
 from peftviz.store.runs import Run, group_runs
-from peftviz.training.config import TrainConfig, comparison_methods
 
 # what the runs of one comparison share: the encoder, the data and its split, and the training budget
 # (the learning rate is each method's own under a preset, so it is left out)

@@ -38,8 +38,8 @@ from pathlib import Path
 
 from peftviz import errors
 from peftviz.errors import PeftvizError, TrainingError
+from peftviz.run_config import TrainConfig
 from peftviz.store.runs import load_run
-from peftviz.training.config import TrainConfig
 from peftviz.training.progress import SKIPPED, Progress
 
 COMMAND = [sys.executable, "-m", "peftviz.app.worker"]  # a test swaps it for a child that dies

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from peftviz.classifier import PeftClassifier
 from peftviz.errors import ExchangeError
 from peftviz.exchange import card
 from peftviz.exchange.hf import (
@@ -37,7 +38,6 @@ from peftviz.exchange.hf import (
     quiet_peft_wrapping,
 )
 from peftviz.exchange.sources import MANIFEST
-from peftviz.modeling.model import PeftClassifier
 from peftviz.store.runs import Run
 from peftviz.store.schema import PARAMS_FILE
 from peftviz.training.inference import load_trained

@@ -1,7 +1,7 @@
 """The Hugging Face side of an exchange: the `AutoModelForSequenceClassification` a peftviz
 classifier corresponds to, and how their tensors are named.
 
-peftviz's head is RoBERTa's (model.ClassificationHead: dense, tanh, projection on the first
+peftviz's head is RoBERTa's (classifier.ClassificationHead: dense, tanh, projection on the first
 token), which is also the Longformer's. BERT's classifier computes the same in two parts: its
 pooler (dense + tanh on [CLS], part of the encoder) and a linear `classifier`:
 

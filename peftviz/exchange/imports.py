@@ -38,6 +38,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
+from peftviz.classifier import PeftClassifier, build_classifier
 from peftviz.data.loading import load_data
 from peftviz.data.uploads import data_sha256
 from peftviz.errors import ConfigError, ExchangeError, RunError
@@ -58,15 +59,14 @@ from peftviz.exchange.request import ImportRequest
 from peftviz.methods import METHODS, PEFT_PREFIX, backbone_method
 from peftviz.methods.peft_tuner import CANNOT_APPLY
 from peftviz.modeling.backbones import check_max_length, load_encoder
-from peftviz.modeling.model import PeftClassifier, build_classifier
 from peftviz.options import shown, shown_name
 from peftviz.paths import store_dir
+from peftviz.run_config import MAX_LABEL_CHARS, TrainConfig, preset_config
 from peftviz.store import schema
 from peftviz.store.migrations import stored_config
 from peftviz.store.runs import Run, load_run
 from peftviz.store.schema import HF_CLASSIFIER, PARAMS_FILE, PEFT_ADAPTER, PEFTVIZ_EXPORT
 from peftviz.store.writer import RunWriter
-from peftviz.training.config import MAX_LABEL_CHARS, TrainConfig, preset_config
 from peftviz.training.inference import evaluation_metrics, make_loader, pick_device, predict, rebuild, tokenize
 from peftviz.training.progress import Progress, ProgressCallback
 

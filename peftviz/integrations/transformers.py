@@ -52,9 +52,9 @@ from peftviz.integrations import trackers
 from peftviz.methods import EXTERNAL_PREFIX, backbone_method
 from peftviz.options import breaks_lines, shown
 from peftviz.record import Recorder, RecordError, open_run
+from peftviz.run_config import MAX_LABEL_CHARS
 from peftviz.store.runs import Run
 from peftviz.store.schema import RECORDED_SETTING_CHARS
-from peftviz.training.config import MAX_LABEL_CHARS
 
 __all__ = ["PeftvizCallback"]
 

@@ -1,12 +1,17 @@
 """The tuning methods, registered by name: the only place a method is named.
 
 To add a method: write one module here with a `MethodConfig` dataclass and a `PeftMethod` subclass
-(fine_tuning.py is the smallest, bitfit.py the smallest that trains something of its own), then
-add one line to METHODS below. Everything the trainer, the analyses and the pages need to know
-about a method, they ask its class (see base.py).
+marked `@registered` (fine_tuning.py is the smallest, bitfit.py the smallest that trains something
+of its own), then add one line to ENTRIES in registration.py; a peft tuner that is a peft type and
+fixed settings is one `NamedTuner` row there and nothing else (named_tuners.py makes its class).
+Everything the trainer, the analyses and the pages need to know about a method, they ask its class
+(see base.py).
 
 The registry maps a name to "module:Class" and imports the module on first use, so that listing
-the methods (the CLI's --help, the app's pickers) does not import torch.
+the methods (the CLI's --help, the app's pickers) does not import torch. Registration is the one
+place a class gets its `name`: `@registered` (registration.py) sets it as the class is made, and
+the classes of `peft:<TYPE>` and `external:<name>` are made with theirs; looking a method up never
+changes it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from peftviz.errors import ConfigError
+from peftviz.methods.registration import ENTRIES, EXTERNAL_PREFIX, PEFT_PREFIX, NamedTuner, class_path
 from peftviz.options import shown
 
 if TYPE_CHECKING:
@@ -24,9 +30,10 @@ if TYPE_CHECKING:
 
 
 class MethodRegistry(Mapping):
-    """name -> method class, imported lazily from "module:Class" (a module of peftviz.methods)."""
+    """name -> method class, imported lazily from "module:Class" (a module of peftviz.methods) or made from a
+    NamedTuner row (named_tuners.py)."""
 
-    def __init__(self, entries: dict[str, str]):
+    def __init__(self, entries: Mapping[str, str | NamedTuner]):
         self._entries = dict(entries)
 
     def __getitem__(self, name: str) -> type[PeftMethod]:
@@ -34,10 +41,12 @@ class MethodRegistry(Mapping):
             return self._peft_type(name)
         if isinstance(name, str) and name.startswith(EXTERNAL_PREFIX):
             return self._external(name)
-        module_name, class_name = self._entries[name].split(":")
-        cls = getattr(importlib.import_module(f"peftviz.methods.{module_name}"), class_name)
-        cls.name = name  # the registry names the method; the class never repeats it
-        return cls
+        module_name, class_name = class_path(self._entries[name]).split(":")
+        return getattr(importlib.import_module(f"peftviz.methods.{module_name}"), class_name)
+
+    def class_paths(self) -> dict[str, str]:
+        """name -> "module:Class" of every entry, without importing any."""
+        return {name: class_path(entry) for name, entry in self._entries.items()}
 
     @staticmethod
     def _peft_type(name: str) -> type[PeftMethod]:
@@ -45,11 +54,9 @@ class MethodRegistry(Mapping):
         from peftviz.methods.peft_tuner import tuner_class
 
         try:
-            cls = tuner_class(name.removeprefix(PEFT_PREFIX))
+            return tuner_class(name.removeprefix(PEFT_PREFIX))
         except ConfigError as err:
             raise KeyError(str(err)) from None
-        cls.name = name
-        return cls
 
     @staticmethod
     def _external(name: str) -> type[PeftMethod]:
@@ -57,11 +64,9 @@ class MethodRegistry(Mapping):
         from peftviz.methods.external import external_class
 
         try:
-            cls = external_class(name, name.removeprefix(EXTERNAL_PREFIX))
+            return external_class(name, name.removeprefix(EXTERNAL_PREFIX))
         except ConfigError as err:
             raise KeyError(str(err)) from None
-        cls.name = name
-        return cls
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
@@ -70,39 +75,8 @@ class MethodRegistry(Mapping):
         return len(self._entries)
 
 
-PEFT_PREFIX = "peft:"  # `peft:<TYPE>` names any tuner of Hugging Face peft by its PeftType
-EXTERNAL_PREFIX = "external:"  # `external:<name>`: a method trained outside peftviz, whose run was recorded
 DEFAULT_METHOD = "prefix-propagation"
-METHODS = MethodRegistry(
-    {
-        "fine-tuning": "fine_tuning:FineTuning",
-        "prefix-tuning": "prefix_tuning:PrefixTuning",
-        "prefix-propagation": "prefix_propagation:PrefixPropagation",
-        "kernel-prefix-propagation": "kernel_prefix_propagation:KernelPrefixPropagation",
-        "tiny-attention": "tiny_attention:TinyAttentionMethod",
-        "lora": "lora:LoRA",
-        "ia3": "ia3:IA3",
-        "prompt-tuning": "prompt_tuning:PromptTuning",
-        "bitfit": "bitfit:BitFit",
-        "houlsby-adapter": "houlsby_adapter:HoulsbyAdapter",
-        "dora": "named_tuners:DoRA",
-        "rslora": "named_tuners:RsLoRA",
-        "pissa": "named_tuners:PiSSA",
-        "olora": "named_tuners:OLoRA",
-        "lora-plus": "lora_plus:LoraPlus",
-        "adalora": "adalora:AdaLoRA",
-        "vera": "named_tuners:VeRA",
-        "loha": "named_tuners:LoHa",
-        "lokr": "named_tuners:LoKr",
-        "oft": "named_tuners:OFT",
-        "boft": "named_tuners:BOFT",
-        "hra": "named_tuners:HRA",
-        "fourierft": "named_tuners:FourierFT",
-        "vblora": "named_tuners:VBLoRA",
-        "ln-tuning": "named_tuners:LNTuning",
-        "p-tuning": "p_tuning:PTuning",
-    }
-)
+METHODS = MethodRegistry(ENTRIES)
 
 
 def method_class(name: str) -> type[PeftMethod]:

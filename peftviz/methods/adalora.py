@@ -30,6 +30,7 @@ from torch import Tensor
 
 from peftviz.errors import ConfigError
 from peftviz.methods.peft_tuner import PeftTuner, peft_options
+from peftviz.methods.registration import registered
 from peftviz.options import Bounds, check_bound, check_type, shown
 
 TOTAL_STEPS = Bounds(at_least=1)  # peft's AdaLoraConfig refuses a total_step of None or below 1
@@ -41,6 +42,7 @@ class AdaLoraOptions(peft_options("ADALORA")):
         return {"total_step": self.tinit + self.tfinal + 1}
 
 
+@registered
 class AdaLoRA(PeftTuner):
     peft_type = "ADALORA"
     config_class = AdaLoraOptions

@@ -79,7 +79,7 @@ class StartFrom:
 class PeftMethod(nn.Module):
     """Base of the methods. Subclasses set `config_class` and override what they need.
 
-    The registry (methods/__init__.py) sets `name`. `attach(encoder)` registers hooks or injects
+    Registration (`@registered`, methods/__init__.py) sets `name`. `attach(encoder)` registers hooks or injects
     layers; `new_context(batch_size, record)` gives the AttentionContext of one forward pass.
     """
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.methods.registration import registered
 from peftviz.options import option
 
 # biases="query_and_intermediate": parameter names ending so (BERT/RoBERTa and peftviz's Longformer)
@@ -49,6 +50,7 @@ def is_chosen(name: str, biases: str) -> bool:
     return name.endswith(QUERY_AND_INTERMEDIATE)
 
 
+@registered
 class BitFit(PeftMethod):
     """input_ids (B, T) -> hidden (B, T, D), as the plain encoder; its bias vectors train.
 

@@ -47,4 +47,5 @@ def external_class(name: str, label: str) -> type[External]:
             f"{name!r} is not a method name: {label!r} must be 1-64 letters, digits, '.', '_', '+' or '-'"
         )
     title = f"{label} (trained outside peftviz)"
-    return type(f"External_{re.sub(r'[^A-Za-z0-9_]', '_', label)}", (External,), {"title": title})
+    namespace = {"name": name, "title": title}  # its name, set as it is made: the registry only looks it up
+    return type(f"External_{re.sub(r'[^A-Za-z0-9_]', '_', label)}", (External,), namespace)

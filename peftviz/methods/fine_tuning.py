@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.methods.registration import registered
 
 
 @dataclass
@@ -12,6 +13,7 @@ class FineTuningConfig(MethodConfig):
     """Fine-tuning has no options of its own."""
 
 
+@registered
 class FineTuning(PeftMethod):
     """The encoder unchanged and fully trainable. Inputs and outputs as the plain encoder."""
 

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.methods.registration import registered
 from peftviz.modeling.backbones import encoder_layers
 from peftviz.options import option
 
@@ -66,6 +67,7 @@ class BottleneckAdapter(nn.Module):
         return h + self.up(F.gelu(self.down(h)))
 
 
+@registered
 class HoulsbyAdapter(PeftMethod):
     """input_ids (B, T) -> hidden (B, T, D); two bottleneck adapters per layer.
 

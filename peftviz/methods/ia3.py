@@ -34,6 +34,7 @@ from peft import IA3Config, inject_adapter_in_model
 from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.methods.lora import PeftInjection, refuse_unsupported
+from peftviz.methods.registration import registered
 from peftviz.options import option, shown
 
 # targets -> (target_modules, feedforward_modules) as IA3Config takes them
@@ -54,6 +55,7 @@ class IA3MethodConfig(MethodConfig):
     )
 
 
+@registered
 class IA3(PeftMethod):
     """input_ids (B, T) -> hidden (B, T, D), as the plain encoder; keys, values and FFN activations rescaled.
 

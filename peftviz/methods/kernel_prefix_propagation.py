@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from peftviz.methods.prefix_propagation import PrefixPropagation, PrefixPropagationConfig
+from peftviz.methods.registration import registered
 from peftviz.modeling.attention_function import AttentionContext, Kernel, KernelSpec
 from peftviz.options import option
 
@@ -49,6 +50,7 @@ class KernelPrefixPropagationConfig(PrefixPropagationConfig):
     sequence_kernel: Kernel = option("exp", "kernel of the sequence term")
 
 
+@registered
 class KernelPrefixPropagation(PrefixPropagation):
     """Shapes as prefix-propagation; the attention of every layer follows eq. 3.
 

@@ -44,6 +44,7 @@ from peft.tuners.tuners_utils import BaseTunerLayer
 
 from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
+from peftviz.methods.registration import registered
 from peftviz.options import option, shown
 
 ALL_LINEAR = "all-linear"  # peft's shorthand: every nn.Linear of the encoder
@@ -136,6 +137,7 @@ class PeftInjection:
             del self.encoder.peft_config
 
 
+@registered
 class LoRA(PeftMethod):
     """input_ids (B, T) -> hidden (B, T, D), as the plain encoder; the targeted linear maps carry B A.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from peftviz.methods.peft_tuner import PeftTuner, peft_options
+from peftviz.methods.registration import registered
 from peftviz.options import option
 
 MAX_RATIO = 1024  # η_B / η_A; the paper sweeps 2⁰ … 2⁸
@@ -33,6 +34,7 @@ class LoraPlusConfig(peft_options("LORA")):
     )  # fmt: skip
 
 
+@registered
 class LoraPlus(PeftTuner):
     peft_type = "LORA"
     config_class = LoraPlusConfig

@@ -26,88 +26,28 @@ Defaults are peft's, except where a peft default cannot fit a MiniLM-sized encod
 sub-vectors have length 32 (peft's 256 must divide every targeted width; MiniLM's 384 and the
 tiny encoders' 32 are not multiples of 256), and LN-tuning targets every "LayerNorm" (peft has no
 BERT targets for it).
+
+Each is one row of the registry's table (ENTRIES in registration.py): its name, its class here, its
+peft type and what differs from `PeftTuner`'s defaults. The classes (`named_tuners.DoRA`, ...) are made
+from those rows when this module loads, each registered under its row's name.
 """
 
 from __future__ import annotations
 
 from peftviz.methods.peft_tuner import PeftTuner
+from peftviz.methods.registration import ENTRIES, NamedTuner, registered
+
+# the class attributes a row may set besides title and peft_type (where empty, the class has PeftTuner's)
+CLASS_SETTINGS = ("fixed", "defaults", "changes_base_weights", "learning_rates", "learning_rate_grid")
 
 
-class DoRA(PeftTuner):
-    title = "DoRA, weight-decomposed low-rank adaptation (Liu et al., ICML 2024), through Hugging Face peft"
-    peft_type = "LORA"
-    fixed = {"use_dora": True}
+def named_class(row: NamedTuner) -> type[PeftTuner]:
+    """The PeftTuner subclass of a row, a class of this module, registered under the row's name."""
+    settings = {key: getattr(row, key) for key in CLASS_SETTINGS if getattr(row, key)}
+    namespace = {"title": f"{row.title}, through Hugging Face peft", "peft_type": row.peft_type, **settings}
+    namespace |= {"__module__": __name__, "__qualname__": row.class_name}
+    return registered(type(row.class_name, (PeftTuner,), namespace))
 
 
-class RsLoRA(PeftTuner):
-    title = "rsLoRA, rank-stabilised LoRA: scale α / √r (Kalajdzievski 2023), through Hugging Face peft"
-    peft_type = "LORA"
-    fixed = {"use_rslora": True}
-
-
-class PiSSA(PeftTuner):
-    title = (
-        "PiSSA, LoRA started from W's principal singular vectors (Meng et al., NeurIPS 2024), through Hugging Face peft"
-    )
-    peft_type = "LORA"
-    changes_base_weights = True
-    fixed = {"init_lora_weights": "pissa"}
-
-
-class OLoRA(PeftTuner):
-    title = "OLoRA, LoRA started from the QR decomposition of W (Büyükakyüz 2024), through Hugging Face peft"
-    peft_type = "LORA"
-    changes_base_weights = True
-    fixed = {"init_lora_weights": "olora"}
-
-
-class VeRA(PeftTuner):
-    title = "VeRA, vector-based random matrix adaptation (Kopiczko et al., ICLR 2024), through Hugging Face peft"
-    peft_type = "VERA"
-    # its update starts small (Λ_d at 0.1, Λ_b at 0) and holds few tensors: it needs a higher rate than LoRA
-    learning_rates = {"quick": 1e-2, "quick-long": 1e-2, "paper": 4e-3, "paper-long": 4e-3}
-
-
-class LoHa(PeftTuner):
-    title = "LoHa, low-rank Hadamard product updates (Hyeon-Woo et al., ICLR 2022), through Hugging Face peft"
-    peft_type = "LOHA"
-
-
-class LoKr(PeftTuner):
-    title = "LoKr, low-rank Kronecker product updates (Edalati et al. 2022), through Hugging Face peft"
-    peft_type = "LOKR"
-
-
-class OFT(PeftTuner):
-    title = "OFT, orthogonal fine-tuning (Qiu et al., NeurIPS 2023), through Hugging Face peft"
-    peft_type = "OFT"
-
-
-class BOFT(PeftTuner):
-    title = "BOFT, butterfly orthogonal fine-tuning (Liu et al., ICLR 2024), through Hugging Face peft"
-    peft_type = "BOFT"
-
-
-class HRA(PeftTuner):
-    title = "HRA, Householder reflection adaptation (Yuan et al., NeurIPS 2024), through Hugging Face peft"
-    peft_type = "HRA"
-
-
-class FourierFT(PeftTuner):
-    title = "FourierFT, sparse spectral updates (Gao et al., ICML 2024), through Hugging Face peft"
-    peft_type = "FOURIERFT"
-    # n spectral coefficients per map, far fewer than LoRA's entries: like VeRA, a higher rate
-    learning_rates = {"quick": 5e-2, "quick-long": 5e-2, "paper": 5e-2, "paper-long": 5e-2}
-    learning_rate_grid = (1e-3, 1e-1)
-
-
-class VBLoRA(PeftTuner):
-    title = "VB-LoRA, LoRA from a shared vector bank (Li et al., NeurIPS 2024), through Hugging Face peft"
-    peft_type = "VBLORA"
-    defaults = {"vector_length": 32}
-
-
-class LNTuning(PeftTuner):
-    title = "LN-tuning, LayerNorm gains and shifts only (Qi et al., 2022), through Hugging Face peft"
-    peft_type = "LN_TUNING"
-    defaults = {"target_modules": "LayerNorm"}
+NAMED_TUNERS = {row.class_name: named_class(row) for row in ENTRIES.values() if isinstance(row, NamedTuner)}
+globals().update(NAMED_TUNERS)  # named_tuners.DoRA, ...: where the registry (and pickle) find each class

@@ -30,6 +30,7 @@ from torch import Tensor
 from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.methods.prompt_tuning import MAX_PROMPT_LENGTH, PromptTuning
+from peftviz.methods.registration import registered
 from peftviz.options import option
 
 MAX_ENCODER_HIDDEN = 4096
@@ -57,6 +58,7 @@ class PTuningConfig(MethodConfig):
     )
 
 
+@registered
 class PTuning(PromptTuning):
     """input_ids (B, T) -> hidden (B, n + T, D), the first n positions being P = prompt_encoder(0 … n-1).
 

@@ -36,10 +36,10 @@ when it attaches: VB-LoRA's topk beyond its num_vectors, in one line); AdaLoRA's
 init_r, which peft needs only to allocate ranks, is checked when training is scheduled (adalora.py),
 so that an adapter with any ranks still imports.
 
-Named methods (NAMED below, one class each with the peft type and the settings that make it what
-it is) and `peft:<TYPE>` for any other type: `METHODS["peft:C3A"]` builds the class on first use.
-A type peft cannot apply to an encoder (it needs task ids, a causal LM, prompt learning) is
-refused with one line naming what peft said.
+Named methods (a `NamedTuner` row each in registration.py, with the peft type and the settings that
+make it what it is; named_tuners.py makes the classes) and `peft:<TYPE>` for any other type:
+`METHODS["peft:C3A"]` builds the class on first use. A type peft cannot apply to an encoder (it needs
+task ids, a causal LM, prompt learning) is refused with one line naming what peft said.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ import torch
 from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.methods.lora import LORA_STARTS, MAX_LORA_ALPHA, MAX_RANK, PeftInjection
+from peftviz.methods.registration import PEFT_PREFIX
 from peftviz.options import option, shown
 
 MAX_SIZE = 65_536
@@ -448,7 +449,8 @@ WITH_LOOP = {"ADALORA": ("peftviz.methods.adalora", "AdaLoRA")}  # the step coun
 
 @functools.cache
 def _tuner_class(peft_type: str) -> type[PeftTuner]:
-    namespace = {"peft_type": peft_type, "title": f"peft's {peft_type} tuner, through Hugging Face peft"}
+    title = f"peft's {peft_type} tuner, through Hugging Face peft"
+    namespace = {"name": f"{PEFT_PREFIX}{peft_type}", "peft_type": peft_type, "title": title}  # named as it is made
     base = PeftTuner
     if peft_type in WITH_LOOP:
         module, name = WITH_LOOP[peft_type]

@@ -23,6 +23,7 @@ from torch import nn
 
 from peftviz.methods.base import PeftMethod
 from peftviz.methods.prefix_params import PrefixConfig, prefix_encoder
+from peftviz.methods.registration import registered
 from peftviz.modeling.attention_function import AttentionContext
 from peftviz.modeling.backbones import encoder_layers
 
@@ -32,6 +33,7 @@ class PrefixPropagationConfig(PrefixConfig):
     """Options of prefix-propagation."""
 
 
+@registered
 class PrefixPropagation(PeftMethod):
     """input_ids (B, T) -> hidden (B, j + T, D), the first j positions being the prefixes.
 

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from peftviz.errors import ConfigError
 from peftviz.methods.base import PeftMethod
 from peftviz.methods.prefix_params import PrefixConfig, prefix_encoder
+from peftviz.methods.registration import registered
 from peftviz.modeling.attention_function import AttentionContext
 from peftviz.options import option
 
@@ -38,6 +39,7 @@ class PrefixTuningConfig(PrefixConfig):
     )
 
 
+@registered
 class PrefixTuning(PeftMethod):
     """input_ids (B, T) -> hidden (B, T, D); each layer's keys/values become (B, H, j + T, d).
 

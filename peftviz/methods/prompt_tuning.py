@@ -52,6 +52,7 @@ from torch import Tensor, nn
 from peftviz.errors import ConfigError
 from peftviz.methods.base import MethodConfig, PeftMethod
 from peftviz.methods.prefix_tuning import check_peft_layout
+from peftviz.methods.registration import registered
 from peftviz.modeling.attention_function import AttentionContext
 from peftviz.modeling.backbones import encoder_layers
 from peftviz.options import option
@@ -81,6 +82,7 @@ class PromptTuningConfig(MethodConfig):
     )
 
 
+@registered
 class PromptTuning(PeftMethod):
     """input_ids (B, T) -> hidden (B, n + T, D), the first n positions being the soft prompt.
 

@@ -48,6 +48,7 @@ from torch import Tensor, nn
 from peftviz.errors import ConfigError
 from peftviz.files import FileProblem, check_regular
 from peftviz.methods.base import MethodConfig, PeftMethod, StartFrom, Variant
+from peftviz.methods.registration import registered
 from peftviz.modeling.backbones import encoder_layers
 from peftviz.options import option
 
@@ -182,6 +183,7 @@ def starting_heads(
     return adapters
 
 
+@registered
 class TinyAttentionMethod(PeftMethod):
     """input_ids (B, T) -> hidden (B, T, D); one TinyAttention adapter per layer.
 

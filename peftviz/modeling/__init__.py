@@ -1,2 +1,3 @@
 """Modeling: the encoders (offline MiniLM, local folders, hub ids, peftviz's Longformer), the attention
-function with its prefix keys, model folders, and the classifier that puts a method on an encoder."""
+function with its prefix keys and model folders. The classifier that puts a method on an encoder is
+`peftviz.classifier`, above both this package and `peftviz.methods`."""

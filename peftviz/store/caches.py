@@ -3,10 +3,12 @@
     analysis/alpha_sweep.json       the α sweeps (`analysis.kernel`)
     analysis/estimates/<key>.npz    point estimates and bootstrap draws (`analysis.estimates`)
 
-A cache is never a result: a file that is missing or fails its check (`store.schema`) is computed
-again, and written anew. Writes go the store's way, to a temporary name and renamed into place, and
-never through a link out of the store; a store this process cannot write (read-only, full) only
-costs the recomputation, so a write says whether it happened rather than raising.
+A cache is never a result: a file that is missing, fails its check or was computed by other code is
+computed again, and written anew. Each cache's format is defined, and checked on every read, by the
+analysis module that computes and writes it (with `store.schema`'s checks); the store never reads
+one. Writes go the store's way, to a temporary name and renamed into place, and never through a
+link out of the store; a store this process cannot write (read-only, full) only costs the
+recomputation, so a write says whether it happened rather than raising.
 """
 
 from __future__ import annotations

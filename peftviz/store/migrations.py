@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from peftviz.errors import ConfigError
 from peftviz.options import shown, with_article
+from peftviz.run_config import TrainConfig
 from peftviz.store.schema import RECORD_FIELDS
-from peftviz.training.config import TrainConfig
 
 
 def refuse_unreadable(record) -> dict:

@@ -38,11 +38,11 @@ import numpy as np
 from peftviz.errors import PeftvizError, RunError
 from peftviz.files import remove_stale_temporaries
 from peftviz.paths import store_dir
+from peftviz.run_config import TrainConfig
 from peftviz.store import schema
 from peftviz.store.migrations import stored_config
 from peftviz.store.schema import PARAMS_FILE
 from peftviz.store.writer import writer_alive
-from peftviz.training.config import TrainConfig
 
 if TYPE_CHECKING:
     from torch import Tensor

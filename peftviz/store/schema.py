@@ -23,11 +23,12 @@ within its limit, npz and safetensors headers against the file's size) and check
                         also "scaler": the loss scaler's state as JSON (`scaler_state`)
     writer.lock         while a process writes the run (`store.writer.WriterLock`); read only to ask whether
                         the writer lives, never trusted beyond its host name
-    analysis/*.json     analysis caches; a bad cache is ignored and computed again
-    analysis/alpha_sweep.json  the α sweeps (`analysis.kernel`): format, and per α list its
-                        alphas, best_epoch and rows (`check_alpha_sweep`); a bad sweep is computed again
-    analysis/estimates/*.npz  a cache of estimates (`analysis.estimates`): key (a 64-hex string),
-                        value__<metric> () float64 and draws__<metric> (R,) float64 per metric
+    analysis/           the analysis caches (`store.caches` writes them): not read here. Each cache's format
+                        is defined, written and checked on every read by the module that computes it,
+                        with this module's checks (`Corrupt`, `read_json`, ANALYSIS_LIMIT); a bad cache
+                        is ignored and computed again:
+      alpha_sweep.json  the α sweeps: `peftviz.analysis.kernel` (`read_alpha_sweeps`, `check_alpha_sweep`)
+      estimates/*.npz   point estimates and bootstrap draws: `peftviz.analysis.estimates` (`read_estimates`)
 
 Names read from the store are never used as paths: an epoch is an integer, an evaluation name
 matches EVALUATION_NAME. The store's vocabularies (ENGINES, IMPORT_KINDS, STATUSES) are defined here
@@ -96,11 +97,13 @@ class Corrupt(RunError):
 # values
 
 
-def _is_number(value) -> bool:
+def is_number(value) -> bool:
+    """An int or a float, not a bool (JSON's numbers)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _shown(value) -> str:
+def shown_value(value) -> str:
+    """A value as a check's message shows it: JSON, cut to 40 characters."""
     try:
         text = json.dumps(value) if not isinstance(value, float) else repr(value)
     except (TypeError, ValueError):  # not JSON (a numpy number, a set), or an int beyond str()'s digits
@@ -109,30 +112,30 @@ def _shown(value) -> str:
 
 
 def number(value, file: str, field: str) -> float:
-    if not _is_number(value):
-        raise Corrupt(file, f"{field} must be a number, not {_shown(value)}")
+    if not is_number(value):
+        raise Corrupt(file, f"{field} must be a number, not {shown_value(value)}")
     return value
 
 
 def integer(value, file: str, field: str, low: int = 0, high: int | None = None) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise Corrupt(file, f"{field} must be an integer, not {_shown(value)}")
+        raise Corrupt(file, f"{field} must be an integer, not {shown_value(value)}")
     if value < low:
-        raise Corrupt(file, f"{field} must be at least {low}, not {_shown(value)}")
+        raise Corrupt(file, f"{field} must be at least {low}, not {shown_value(value)}")
     if high is not None and value > high:
-        raise Corrupt(file, f"{field} must be at most {high}, not {_shown(value)}")
+        raise Corrupt(file, f"{field} must be at most {high}, not {shown_value(value)}")
     return value
 
 
 def mapping(value, file: str, field: str) -> dict:
     if not isinstance(value, dict):
-        raise Corrupt(file, f"{field} must be an object, not {_shown(value)}")
+        raise Corrupt(file, f"{field} must be an object, not {shown_value(value)}")
     return value
 
 
 def one_of(value, choices: tuple[str, ...], file: str, field: str) -> str:
     if value not in choices:
-        raise Corrupt(file, f"{field} must be one of {', '.join(choices)}, not {_shown(value)}")
+        raise Corrupt(file, f"{field} must be one of {', '.join(choices)}, not {shown_value(value)}")
     return value
 
 
@@ -140,7 +143,7 @@ def texts(record: dict, names: tuple[str, ...], file: str, field: str) -> None:
     """record[name] is text for each of `names`."""
     for name in names:
         if not isinstance(record.get(name), str):
-            raise Corrupt(file, f"{field}.{name} must be text, not {_shown(record.get(name))}")
+            raise Corrupt(file, f"{field}.{name} must be text, not {shown_value(record.get(name))}")
 
 
 def each_value(value, file: str, field: str, check) -> dict:
@@ -197,20 +200,20 @@ def read_json_lines(path: Path, file: str, limit: int) -> list:
 
 def _label_names(names, file: str, field: str) -> None:
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        raise Corrupt(file, f"{field} must be a list of strings, not {_shown(names)}")
+        raise Corrupt(file, f"{field} must be a list of strings, not {shown_value(names)}")
     if len(names) < 2 or len(set(names)) != len(names):
-        raise Corrupt(file, f"{field} must be at least two distinct names, not {_shown(names)}")
+        raise Corrupt(file, f"{field} must be at least two distinct names, not {shown_value(names)}")
 
 
 def _data_sha256(digest, file: str, field: str) -> None:
     if digest is not None and not (isinstance(digest, str) and SHA256.fullmatch(digest)):
-        raise Corrupt(file, f"{field} must be 64 hex digits or null, not {_shown(digest)}")
+        raise Corrupt(file, f"{field} must be 64 hex digits or null, not {shown_value(digest)}")
 
 
 def _attempts(attempts, file: str, field: str) -> None:
     """Each process that trained the run: {"engine", "node", "started", "from_epoch"}; a resume adds one."""
     if not isinstance(attempts, list):
-        raise Corrupt(file, f"{field} must be a list, not {_shown(attempts)}")
+        raise Corrupt(file, f"{field} must be a list, not {shown_value(attempts)}")
     for index, attempt in enumerate(attempts, start=1):
         where = f"{field}[{index}]"
         mapping(attempt, file, where)
@@ -228,11 +231,11 @@ def _imported(imported, file: str, field: str) -> None:
     one_of(imported.get("kind"), IMPORT_KINDS, file, f"{field}.kind")
     texts(imported, ("source", "labels"), file, field)
     if not isinstance(imported.get("revision"), (str, type(None))):
-        raise Corrupt(file, f"{field}.revision must be text or null, not {_shown(imported.get('revision'))}")
+        raise Corrupt(file, f"{field}.revision must be text or null, not {shown_value(imported.get('revision'))}")
     files = mapping(imported.get("files"), file, f"{field}.files")
     for name, digest in files.items():
         if not (isinstance(digest, str) and SHA256.fullmatch(digest)):
-            raise Corrupt(file, f"{field}.files[{_shown(name)}] must be 64 hex digits, not {_shown(digest)}")
+            raise Corrupt(file, f"{field}.files[{shown_value(name)}] must be 64 hex digits, not {shown_value(digest)}")
 
 
 FOLDER_NAME = re.compile(r"[^/\\\x00]{1,255}")  # one folder's name: no separator, at most a file name's 255
@@ -244,7 +247,7 @@ def _repeat_of(name, file: str, field: str) -> None:
     if name is None:
         return
     if not (isinstance(name, str) and FOLDER_NAME.fullmatch(name) and name not in (".", "..")):
-        raise Corrupt(file, f"{field} must be a run folder's name or null, not {_shown(name)}")
+        raise Corrupt(file, f"{field} must be a run folder's name or null, not {shown_value(name)}")
 
 
 def check_recorded_settings(settings, file: str, field: str) -> dict:
@@ -252,15 +255,17 @@ def check_recorded_settings(settings, file: str, field: str) -> dict:
     true/false or null. What a training loop says it used; shown and grouped by, never acted on."""
     for name, value in mapping(settings, file, field).items():
         if not SETTING_NAME.fullmatch(name):
-            raise Corrupt(file, f"{field} has a setting named {_shown(name)}; names are words (letters, digits, _ . -)")
+            raise Corrupt(
+                file, f"{field} has a setting named {shown_value(name)}; names are words (letters, digits, _ . -)"
+            )
         if isinstance(value, float) and not math.isfinite(value):
             raise Corrupt(file, f"{field}.{name} must be finite, not {value}")
         if isinstance(value, int) and abs(value) > MAX_RECORDED_INT:
-            raise Corrupt(file, f"{field}.{name} must be at most 2^64 in magnitude, not {_shown(value)}")
+            raise Corrupt(file, f"{field}.{name} must be at most 2^64 in magnitude, not {shown_value(value)}")
         if isinstance(value, str) and len(value) > RECORDED_SETTING_CHARS:
             raise Corrupt(file, f"{field}.{name} is {len(value)} characters; at most {RECORDED_SETTING_CHARS}")
         if not isinstance(value, (str, int, float, bool, type(None))):
-            raise Corrupt(file, f"{field}.{name} must be a number, text, true/false or null, not {_shown(value)}")
+            raise Corrupt(file, f"{field}.{name} must be a number, text, true/false or null, not {shown_value(value)}")
     return settings
 
 
@@ -275,7 +280,7 @@ def _recorded(recorded, file: str, field: str) -> None:
     check_recorded_settings(recorded.get("settings"), file, f"{field}.settings")
     given = recorded.get("given", [])
     if not isinstance(given, list) or not all(isinstance(name, str) and SETTING_NAME.fullmatch(name) for name in given):
-        raise Corrupt(file, f"{field}.given must be a list of setting names, not {_shown(given)}")
+        raise Corrupt(file, f"{field}.given must be a list of setting names, not {shown_value(given)}")
 
 
 # what config.json records besides the settings: field -> (its value when absent, its check)
@@ -336,16 +341,16 @@ def check_summary(summary) -> dict:
     mapping(summary, file, "the file")
     if summary.get("status") not in FINISHED:
         finished = " or ".join(json.dumps(status) for status in FINISHED)
-        raise Corrupt(file, f"status must be {finished}, not {_shown(summary.get('status'))}")
+        raise Corrupt(file, f"status must be {finished}, not {shown_value(summary.get('status'))}")
     if not isinstance(summary.get("error", ""), str):
-        raise Corrupt(file, f"error must be text, not {_shown(summary['error'])}")
+        raise Corrupt(file, f"error must be text, not {shown_value(summary['error'])}")
     if "params_epoch" in summary:
         integer(summary["params_epoch"], file, "params_epoch", low=1)
     for name, value in summary.items():
         if name in ("status", "error", "params_epoch"):
             continue
         evaluation = mapping(value, file, name)
-        if all(_is_number(item) for item in evaluation.values()):
+        if all(is_number(item) for item in evaluation.values()):
             continue  # metrics, e.g. "test"
         for part, item in evaluation.items():  # a changed model's evaluations, e.g. "averaged"
             (numbers if part != "parameters" else counts)(item, file, f"{name}.{part}")
@@ -457,76 +462,6 @@ def predictions_problem(probs: np.ndarray, labels: np.ndarray, n_classes: int) -
     return None
 
 
-ESTIMATE_MEMBER = re.compile(r"^(value|draws)__([a-z][a-z0-9_]{0,63})$")
-
-
-def read_estimates(path: Path, key: str, n_resamples: int) -> dict[str, tuple[float, np.ndarray]]:
-    """{metric: (value, draws (R,))} of an estimates cache whose key is `key`, every member checked."""
-    file = f"analysis/estimates/{path.name}"
-    try:
-        check_regular(path, ANALYSIS_LIMIT, follow_symlinks=False)
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-    except FileProblem as problem:
-        raise Corrupt(file, f"the file {problem}") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise Corrupt(file, f"the file is not an npz archive ({str(err)[:60]})") from None
-    stored_key = arrays.pop("key", None)
-    if stored_key is None or stored_key.shape != () or str(stored_key) != key:
-        raise Corrupt(file, "key does not match the predictions and settings")
-    metrics = {}
-    for name, array in arrays.items():
-        match = ESTIMATE_MEMBER.match(name)
-        shape = () if match and match[1] == "value" else (n_resamples,)
-        if not match or array.shape != shape or array.dtype != np.float64:
-            raise Corrupt(file, f"{name} must be float64 of shape {shape}, not {array.dtype} {array.shape}")
-        metrics.setdefault(match[2], {})[match[1]] = array
-    if any(len(parts) != 2 for parts in metrics.values()):
-        raise Corrupt(file, "every metric needs a value and its draws")
-    return {metric: (float(parts["value"]), parts["draws"]) for metric, parts in metrics.items()}
-
-
-SWEEP_RANGES = {"accuracy": (0.0, 1.0), "ece": (0.0, 1.0), "nll": (0.0, math.inf)}  # a row's metrics
-
-
-def read_alpha_sweeps(path: Path, file_format: int) -> dict:
-    """The sweeps of an α-sweep cache (`analysis.kernel`) by α-list key, each still to check
-    (`check_alpha_sweep`); {} for a file of another format."""
-    file = "analysis/alpha_sweep.json"
-    stored = mapping(read_json(path, file, ANALYSIS_LIMIT), file, "the file")
-    if stored.get("format") != file_format:
-        return {}
-    return mapping(stored.get("sweeps", {}), file, "sweeps")
-
-
-def check_alpha_sweep(entry, key: str, exact: str) -> dict:
-    """One sweep of the α-sweep cache: {"alphas": [α > 0, ...], "best_epoch": n >= 1, "rows"}, whose
-    rows are one per α in order, then the one under the exact λ(C) (alpha `exact`), each with
-    accuracy, ece and nll in SWEEP_RANGES. Corrupt names the sweep and the row."""
-    file = "analysis/alpha_sweep.json"
-    mapping(entry, file, key)
-    integer(entry.get("best_epoch"), file, f"{key}: best_epoch", low=1)
-    alphas = entry.get("alphas")
-    # α > 0 and finite: the page draws them on a log axis
-    if not isinstance(alphas, list) or not all(_is_number(a) and 0 < a < math.inf for a in alphas):
-        raise Corrupt(file, f"{key}: alphas must be a list of numbers > 0, not {_shown(alphas)}")
-    rows = entry.get("rows")
-    if not isinstance(rows, list) or len(rows) != len(alphas) + 1:
-        raise Corrupt(file, f"{key}: rows must be a list of {len(alphas) + 1} rows: one per α, then the exact λ(C)")
-    for index, (row, alpha) in enumerate(zip(rows, [*alphas, exact])):
-        _check_sweep_row(row, alpha, file, f"{key}: row {index + 1}")
-    return entry
-
-
-def _check_sweep_row(row, alpha, file: str, where: str) -> None:
-    if mapping(row, file, where).get("alpha") != alpha:
-        raise Corrupt(file, f"{where}: alpha must be {_shown(alpha)}, not {_shown(row.get('alpha'))}")
-    for name, (low, high) in SWEEP_RANGES.items():
-        value = number(row.get(name), file, f"{where}: {name}")
-        if not low <= value <= high:  # NaN fails too
-            raise Corrupt(file, f"{where}: {name} must be in [{low}, {high}], not {_shown(value)}")
-
-
 # ---------------------------------------------------------------------------------------------
 # safetensors
 
@@ -574,7 +509,7 @@ def stored_epoch(header: dict, file: str) -> int | None:
         return None
     text = metadata["epoch"]
     if not isinstance(text, str) or not text.isdigit() or int(text) < 1:
-        raise Corrupt(file, f"metadata epoch must be a whole number >= 1, not {_shown(text)}")
+        raise Corrupt(file, f"metadata epoch must be a whole number >= 1, not {shown_value(text)}")
     return int(text)
 
 
@@ -595,7 +530,7 @@ def scaler_state(metadata: dict, file: str) -> dict | None:
         return None
     field = "metadata scaler"
     if not isinstance(text, str):  # safetensors metadata holds text only
-        raise Corrupt(file, f"{field} must be JSON text, not {_shown(text)}")
+        raise Corrupt(file, f"{field} must be JSON text, not {shown_value(text)}")
     try:
         state = json.loads(text)
     except ValueError as err:
@@ -603,8 +538,8 @@ def scaler_state(metadata: dict, file: str) -> dict | None:
     mapping(state, file, field)
     for name, (what, within) in SCALER_NUMBERS.items():
         value = state.get(name)
-        if not (_is_number(value) and within(value)):  # NaN fails every comparison
-            raise Corrupt(file, f"{field}.{name} must be {what}, not {_shown(value)}")
+        if not (is_number(value) and within(value)):  # NaN fails every comparison
+            raise Corrupt(file, f"{field}.{name} must be {what}, not {shown_value(value)}")
     for name, low in SCALER_COUNTS.items():
         integer(state.get(name), file, f"{field}.{name}", low=low)
     return state

@@ -28,9 +28,9 @@ except ImportError:  # Windows: only the heartbeat tells a live writer
     fcntl = None
 
 from peftviz.files import atomic_write, temporary_name, write_npz_atomic
+from peftviz.run_config import TrainConfig
 from peftviz.store import schema
 from peftviz.store.schema import COMPLETE, FAILED, LOCK_FILE, PARAMS_FILE, RESUME_FILE
-from peftviz.training.config import TrainConfig
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -10,12 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from peftviz.errors import ConfigError
+from peftviz.run_config import TrainConfig
 from peftviz.store.runs import load_run
 from peftviz.store.schema import ENGINES
 from peftviz.sweep.execute import Outcome, RayOptions, SweepCallback, SweepProgress
 from peftviz.sweep.local import run_local
 from peftviz.sweep.plan import Planned, plan
-from peftviz.training.config import TrainConfig
 
 __all__ = ["Outcome", "Planned", "RayOptions", "SweepProgress", "plan", "run_sweep"]
 

@@ -88,8 +88,8 @@ from peftviz.data.checks import printable
 from peftviz.errors import ConfigError, ModelLoadError, PeftvizError
 from peftviz.files import MB
 from peftviz.options import shown
+from peftviz.run_config import MAX_BATCH, MAX_LENGTH, TrainConfig, device_problem
 from peftviz.tables import first_few
-from peftviz.training.config import MAX_BATCH, MAX_LENGTH, TrainConfig, device_problem
 
 RECORDED_ARCHITECTURES: dict[str, dict[str, Any]] = {
     # https://huggingface.co/allenai/longformer-base-4096/blob/main/config.json (the fields that set the work)
@@ -546,7 +546,7 @@ def _probe_method(times: StepTimes, encoder, target: ProbeTarget, device, autoca
     """Time one method at every probe length, into `times`. Out of memory: one line naming the shape."""
     import torch
 
-    from peftviz.modeling.model import build_classifier
+    from peftviz.classifier import build_classifier
     from peftviz.training.trainer import make_optimizer
 
     model = build_classifier(encoder, target.method, num_labels, target.options).to(device)

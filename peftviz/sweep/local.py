@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from peftviz.errors import PeftvizError
+from peftviz.run_config import TrainConfig
 from peftviz.sweep.execute import Outcome, SweepCallback, SweepProgress, execute, finished
 from peftviz.sweep.plan import Planned
-from peftviz.training.config import TrainConfig
 
 
 def run_local(

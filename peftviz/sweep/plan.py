@@ -1,7 +1,7 @@
 """Sweeps: the many runs of a comparison (methods × seeds × settings), each trained once, here or on Ray.
 
-A sweep is a list of `TrainConfig`s (`sweep.variants.comparison_configs`, `config.alpha_grid`,
-`config.over_seeds`), run by `peftviz.sweep.run_sweep`; this module plans it.
+A sweep is a list of `TrainConfig`s (`sweep.variants.comparison_configs`, `run_config.alpha_grid`,
+`run_config.over_seeds`), run by `peftviz.sweep.run_sweep`; this module plans it.
 Before it trains anything, `plan` looks in the store: a configuration that has a complete run is
 skipped, one whose run was stopped (incomplete) is resumed from its last finished epoch, and the rest
 are trained; `force` trains them all anew, each new run beside one of its configuration recording
@@ -38,10 +38,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from peftviz.run_config import TrainConfig
 from peftviz.store.runs import Run, group_key, list_runs, original_first
 from peftviz.store.schema import ENGINES  # noqa: F401  (the engines a sweep runs on, named where they are stored)
 from peftviz.sweep.variants import start_index
-from peftviz.training.config import TrainConfig
 
 Action = Literal["train", "resume", "skip"]
 

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from peftviz.errors import ConfigError, RunError
-from peftviz.store.runs import Run
-from peftviz.training.config import (
+from peftviz.run_config import (
     PRESET_DATASETS,
     PRESET_METHOD_SETS,
     TrainConfig,
     comparison_methods,
     preset_config,
 )
+from peftviz.store.runs import Run
 
 if TYPE_CHECKING:  # the method modules load torch; planning a sweep loads none
     from peftviz.methods.base import StartFrom, Variant

@@ -1,2 +1,2 @@
-"""Training one run: its config and presets, the trainer, the engine (Hugging Face Accelerate), checkpoints,
-progress events, and inference (predictions and per-epoch metrics)."""
+"""Training one run (its settings are `peftviz.run_config`): the trainer, the engine (Hugging Face
+Accelerate), checkpoints, progress events, and inference (predictions and per-epoch metrics)."""

@@ -32,7 +32,7 @@ from accelerate.state import AcceleratorState, GradientState
 from accelerate.utils import broadcast_object_list
 
 from peftviz.errors import ConfigError
-from peftviz.training.config import TrainConfig
+from peftviz.run_config import TrainConfig
 from peftviz.training.inference import pick_device, predict
 
 # peftviz's names -> accelerate's `mixed_precision`

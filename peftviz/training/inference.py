@@ -14,13 +14,13 @@ import torch
 from torch.utils.data import DataLoader
 
 from peftviz.calibration.estimators import point_estimates
+from peftviz.classifier import PeftClassifier, build_classifier
 from peftviz.data.loading import load_data
 from peftviz.data.text_data import TextData
 from peftviz.errors import RunError
 from peftviz.modeling.backbones import load_encoder
-from peftviz.modeling.model import PeftClassifier, build_classifier
+from peftviz.run_config import TrainConfig
 from peftviz.store.runs import Run
-from peftviz.training.config import TrainConfig
 
 
 def pick_device(spec: str = "auto") -> torch.device:

@@ -25,17 +25,17 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
 
+from peftviz.classifier import PeftClassifier, build_classifier
 from peftviz.data.loading import load_data
 from peftviz.data.text_data import TextData
 from peftviz.data.uploads import data_sha256
 from peftviz.errors import RunError, TrainingError
 from peftviz.modeling.backbones import load_encoder
-from peftviz.modeling.model import PeftClassifier, build_classifier
 from peftviz.paths import store_dir
+from peftviz.run_config import TrainConfig
 from peftviz.store.runs import Run, best_epoch_of, load_run, read_metrics_lines
 from peftviz.store.writer import FollowerWriter, RunWriter
 from peftviz.training import checkpoint
-from peftviz.training.config import TrainConfig
 from peftviz.training.engine import Engine
 from peftviz.training.inference import evaluation_metrics, make_loader, tokenize
 from peftviz.training.progress import Progress, ProgressCallback

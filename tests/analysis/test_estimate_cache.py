@@ -111,12 +111,9 @@ def test_a_damaged_cache_is_ignored_and_written_again(run, computed, how):
     again = run_estimates(run, SETTINGS, ["ece"])["ece"]
     assert len(computed) == 4  # computed again, not read
     assert np.array_equal(again.samples, good.samples) and again.value == good.value
-    path = (
-        caches.cache_path(run.path, cache.ESTIMATES_DIR)
-        / f"{cache.estimates_key(*run.predictions('test'), 'test', SETTINGS)[:32]}.npz"
-    )
-    assert not path.is_symlink() and cache.schema.read_estimates(path, cache.estimates_key(
-        *run.predictions("test"), "test", SETTINGS), 50)["ece"][0] == good.value  # fmt: skip
+    key = cache.estimates_key(*run.predictions("test"), "test", SETTINGS)
+    path = caches.cache_path(run.path, cache.ESTIMATES_DIR) / f"{key[:32]}.npz"
+    assert not path.is_symlink() and cache.read_estimates(path, key, 50)["ece"][0] == good.value
 
 
 def test_a_store_that_cannot_be_written_still_gives_the_estimates(run, computed, monkeypatch):

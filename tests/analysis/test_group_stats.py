@@ -15,9 +15,9 @@ from peftviz.analysis import calibration as analysis
 from peftviz.analysis import group_stats
 from peftviz.calibration import estimators
 from peftviz.cli import main
+from peftviz.run_config import over_seeds, parse_seeds
 from peftviz.store.runs import Group, group_runs, list_runs
 from peftviz.sweep.variants import comparison_configs
-from peftviz.training.config import over_seeds, parse_seeds
 from tests.support.helpers import seed_values_and_draws, two_level_by_hand
 
 METRICS = ("accuracy", "ece", "smooth_ece", "brier")

@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from peftviz.analysis.run_labels import run_labels
+from peftviz.run_config import preset_config
 from peftviz.store.runs import Run
-from peftviz.training.config import preset_config
 
 
 def run(name: str, created: str = "2026-11-22T10:00:00+0000", **settings) -> Run:

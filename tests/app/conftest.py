@@ -25,8 +25,15 @@ def on_store(store, monkeypatch) -> Path:
 
 @pytest.fixture(scope="module")
 def confidence_page(seeds_store):
-    """The Confidence page on the store with two seeds per method, run once per test module (a module may
-    change its widgets)."""
+    """The Confidence page on the store with two seeds per method, run once per test module and shared by its
+    tests: read only (a test that changes a widget takes `own_confidence_page`, so no test sees another's)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PEFTVIZ_RUNS", str(seeds_store))
         yield AppTest.from_file(CONFIDENCE_PAGE, default_timeout=300).run()
+
+
+@pytest.fixture
+def own_confidence_page(seeds_store, monkeypatch):
+    """The Confidence page on the same store, run for one test alone: the one a test may change widgets of."""
+    monkeypatch.setenv("PEFTVIZ_RUNS", str(seeds_store))
+    return AppTest.from_file(CONFIDENCE_PAGE, default_timeout=300).run()

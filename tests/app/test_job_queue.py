@@ -303,8 +303,8 @@ def test_two_quick_train_presses_on_a_single_user_server_both_run(empty_store, m
 @pytest.mark.slow
 def test_a_cancelled_run_is_resumed_from_the_train_page_keeping_its_finished_epochs(empty_store, monkeypatch):
     """Cancel a real job between epochs (its child process stopped), then Resume it on the Train page."""
+    from peftviz.run_config import preset_config
     from peftviz.store.runs import list_runs
-    from peftviz.training.config import preset_config
 
     queue = fake_queue(monkeypatch, train=None)  # the real trainer, in a child process
     job = queue.submit([preset_config("smoke", epochs=3)], empty_store, owner="me")

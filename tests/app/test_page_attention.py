@@ -390,7 +390,7 @@ def test_page_on_a_run_with_broken_params(smoke_store, tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def longformer_store(tmp_path_factory):
     """One prefix-propagation run on a tiny Longformer with 600-token documents."""
-    from peftviz.training.config import preset_config
+    from peftviz.run_config import preset_config
     from peftviz.training.trainer import train
 
     store = tmp_path_factory.mktemp("longformer_store")

@@ -20,8 +20,8 @@ from peftviz.analysis import group_stats
 from peftviz.calibration import estimators
 from peftviz.errors import RunError
 from peftviz.figures import calibration as figures
+from peftviz.run_config import TrainConfig
 from peftviz.store.runs import Run, group_runs, list_runs, load_run
-from peftviz.training.config import TrainConfig
 from tests.calibration.test_calibration import bins_by_hand, scipy_wilson
 from tests.support.build_counts import count_calls, private_store
 from tests.support.helpers import charts, plotly_array, seed_values_and_draws, two_level_by_hand

@@ -15,8 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz.analysis import group_stats
 from peftviz.record import open_run
+from peftviz.run_config import preset_config
 from peftviz.store.runs import list_runs
-from peftviz.training.config import preset_config
 from tests.record.test_recorder_killed import killed_after, loop_data
 from tests.support.helpers import charts, plotly_array
 from tests.support.sweeps import trained

@@ -41,12 +41,12 @@ def test_the_chart_draws_the_over_epochs_table_in_two_panels(confidence_page, se
     assert any(shape.get("y0") == pytest.approx(0.9) for shape in spec["layout"]["shapes"])
 
 
-def test_alpha_and_score_change_the_numbers(confidence_page):
+def test_alpha_and_score_change_the_numbers(confidence_page, own_confidence_page):
     before = conformal_table(confidence_page)
-    confidence_page.selectbox(key="conformal_alpha").set_value(0.2).run()
-    confidence_page.radio(key="conformal_score").set_value("aps").run()
-    assert not confidence_page.exception and not confidence_page.error
-    after = conformal_table(confidence_page)
+    own_confidence_page.selectbox(key="conformal_alpha").set_value(0.2)
+    own_confidence_page.radio(key="conformal_score").set_value("aps").run()
+    assert not own_confidence_page.exception and not own_confidence_page.error
+    after = conformal_table(own_confidence_page)
     assert len(after) == 6 and not after["test coverage"].equals(before["test coverage"])
-    spec = charts(confidence_page)["conformal-epochs"]
+    spec = charts(own_confidence_page)["conformal-epochs"]
     assert "APS" in spec["layout"]["title"]["text"] and "α = 0.2" in spec["layout"]["title"]["text"]

@@ -57,7 +57,7 @@ def test_the_risk_coverage_chart_draws_each_groups_mean_risk(confidence_page, se
     assert sorted({shape["x0"] for shape in spec["layout"]["shapes"]}) == [0.8, 0.9]
 
 
-def test_judged_on_validation_the_section_still_draws(confidence_page):
-    confidence_page.radio(key="selective_split").set_value("validation (last epoch)").run()
-    assert not confidence_page.exception and not confidence_page.error
-    assert len(selective_table(confidence_page)) == 6
+def test_judged_on_validation_the_section_still_draws(own_confidence_page):
+    own_confidence_page.radio(key="selective_split").set_value("validation (last epoch)").run()
+    assert not own_confidence_page.exception and not own_confidence_page.error
+    assert len(selective_table(own_confidence_page)) == 6

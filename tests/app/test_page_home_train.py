@@ -283,8 +283,8 @@ def test_a_comparison_pressed_again_skips_its_complete_runs_and_the_panel_says_s
 def test_a_comparison_with_a_failing_run_finishes_the_others_and_lists_the_failure(empty_store, tmp_path, monkeypatch):
     """Trains: two one-epoch smoke runs in the job's child process; the run between them names a model folder that
     does not exist, fails when it loads, and the sweep goes on to the third."""
+    from peftviz.run_config import preset_config
     from peftviz.store.runs import list_runs
-    from peftviz.training.config import preset_config
 
     queue = fake_queue(monkeypatch, train=None)
     methods = list(METHODS)

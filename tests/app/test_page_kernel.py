@@ -15,9 +15,9 @@ from peftviz import build_classifier, load_encoder
 from peftviz.analysis import attention, kernel
 from peftviz.figures import kernel as figures
 from peftviz.methods.kernel_prefix_propagation import ALPHA_GRID
+from peftviz.run_config import alpha_grid
 from peftviz.store import caches
 from peftviz.store.runs import list_runs, load_run
-from peftviz.training.config import alpha_grid
 from tests.support.helpers import charts
 from tests.support.job_helpers import fake_queue
 
@@ -389,7 +389,7 @@ SEED_ALPHAS = [1e-3, 1e-2]
 @pytest.fixture(scope="module")
 def alpha_seeds_store(tmp_path_factory):
     """Kernel runs at α = 0.001 and 0.01, each at training seeds 0 and 1 (read only)."""
-    from peftviz.training.config import over_seeds
+    from peftviz.run_config import over_seeds
     from tests.support.sweeps import trained
 
     store = tmp_path_factory.mktemp("alpha_seeds_store")
@@ -466,6 +466,7 @@ def test_page_says_a_damaged_sweep_cache_was_left_out(kernel_store):
         kernel._sweep_key(kernel.grid_alphas()): {
             "alphas": kernel.grid_alphas(),
             "best_epoch": run.best_epoch,
+            "code": kernel.sweep_code(run),
             "rows": rows,
         }
     }

@@ -8,8 +8,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from peftviz.app import tour
+from peftviz.run_config import TrainConfig, comparison_methods
 from peftviz.store.runs import Run, list_runs
-from peftviz.training.config import TrainConfig, comparison_methods
 from tests.support.build_counts import count_calls, private_store
 from tests.support.helpers import charts
 

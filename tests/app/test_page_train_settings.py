@@ -6,7 +6,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from peftviz.methods import PEFT_PREFIX
-from peftviz.training.config import preset_config
+from peftviz.run_config import preset_config
 from tests.support.job_helpers import fake_queue
 
 ROOT = Path(__file__).resolve().parents[2]

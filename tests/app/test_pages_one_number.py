@@ -20,9 +20,9 @@ from peftviz.analysis import group_stats
 from peftviz.analysis.selective import SELECTIVE_METRICS
 from peftviz.calibration import estimators
 from peftviz.cli import main
+from peftviz.run_config import preset_config
 from peftviz.store.runs import group_runs, list_runs
 from peftviz.store.writer import RunWriter
-from peftviz.training.config import preset_config
 from tests.app.conftest import open_page
 from tests.app.test_page_calibration import charts_by_kind, table
 from tests.support.fake_runs import LABELS, write_run

@@ -27,7 +27,7 @@ PAGES = ["0_home.py", "1_Train.py", "2_Calibration.py", "3_Attention.py", "4_Ker
 
 @pytest.fixture(scope="module")
 def peft_store(tmp_path_factory, one_thread):
-    from peftviz.training.config import preset_config
+    from peftviz.run_config import preset_config
     from tests.support.sweeps import trained
 
     store = tmp_path_factory.mktemp("peft_store")

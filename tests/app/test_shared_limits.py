@@ -18,8 +18,8 @@ from peftviz.app import jobpanel
 from peftviz.app.jobs import JobQueue, QueueFull
 from peftviz.app.policy import RUNS_PER_VISITOR, RUNS_QUEUED, ServerPolicy
 from peftviz.errors import ConfigError
+from peftviz.run_config import METHOD_SETS, preset_config
 from peftviz.sweep.variants import comparison_configs
-from peftviz.training.config import METHOD_SETS, preset_config
 from peftviz.training.progress import Progress
 from tests.support.job_helpers import fake_queue, wait_until_idle
 

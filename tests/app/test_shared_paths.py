@@ -31,7 +31,7 @@ TYPED = "<typed>"
 @pytest.fixture(scope="module")
 def one_run_store(tmp_path_factory):
     """A store with one complete one-head run of the method that can start from another run."""
-    from peftviz.training.config import preset_config
+    from peftviz.run_config import preset_config
     from peftviz.training.trainer import train
 
     linking = next(name for name in METHODS if METHODS[name].starts_from)

@@ -298,6 +298,7 @@ def test_bootstrap_rows_survive_single_class_resamples():
 # ---------------------------------------------------------------- 2. bias on calibrated predictions
 
 
+@pytest.mark.slow  # a simulation of 5 s or more
 def test_debiased_ece_is_closer_to_zero_on_calibrated_predictions():
     rng = np.random.default_rng(0)
     draws = [est.point_estimates(*calibrated_sample(200, rng)) for _ in range(200)]
@@ -468,9 +469,9 @@ def test_a_stored_runs_estimates_are_recomputed_from_its_predictions(tmp_path):
     """A run whose stored predictions have tied confidences, confidences of exactly 1 and one class
     present: what the comparison reads back equals every estimator's reference on the loaded arrays."""
     from peftviz.analysis.group_stats import Settings, run_estimates
+    from peftviz.run_config import TrainConfig
     from peftviz.store.runs import load_run
     from peftviz.store.writer import RunWriter
-    from peftviz.training.config import TrainConfig
 
     probs, labels = edge_set()
     import torch

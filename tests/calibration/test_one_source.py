@@ -164,8 +164,8 @@ def test_a_planted_registry_change_moves_calibration_metrics(name, monkeypatch):
 def test_a_planted_registry_ece_changes_the_ece_a_training_run_writes(tmp_path, monkeypatch, one_thread):
     """A real (tiny, random BERT) training run with the registry's ECE shifted by 0.125 writes, for every
     epoch, the true ECE of its stored predictions plus 0.125 into metrics.jsonl; accuracy stays true."""
+    from peftviz.run_config import preset_config
     from peftviz.store.runs import list_runs
-    from peftviz.training.config import preset_config
     from peftviz.training.trainer import train
 
     monkeypatch.setitem(est.ESTIMATORS, "ece", shifted("ece"))

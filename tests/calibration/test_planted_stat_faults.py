@@ -24,9 +24,9 @@ from peftviz.analysis import calibration as analysis
 from peftviz.analysis import group_stats
 from peftviz.calibration.recalibration import RECALIBRATORS
 from peftviz.errors import RunError
+from peftviz.run_config import TrainConfig
 from peftviz.store.runs import Group, Run, load_run
 from peftviz.store.writer import RunWriter
-from peftviz.training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION_PAGE = str(ROOT / "pages/2_Calibration.py")

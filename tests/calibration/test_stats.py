@@ -109,6 +109,7 @@ def test_paired_bootstrap_p_value_by_hand():
     assert paired_bootstrap(brier, np.eye(3)[[0, 1, 2, 1]], np.eye(3)[[0, 1, 2, 1]], [0, 1, 1, 1]).p_value == 1.0
 
 
+@pytest.mark.slow  # a simulation of 5 s or more
 def test_false_positive_rate_same_distribution():
     """Must-show: pairs of exchangeable runs are declared different at p < 0.05 in 2-9% of pairs."""
     n_pairs = H0_PAIRS
@@ -142,6 +143,7 @@ def test_power_construction_has_population_ece_difference_005():
     assert ece_b - ece_a == pytest.approx(0.05, abs=0.005)
 
 
+@pytest.mark.slow  # a simulation of 5 s or more
 def test_power_against_ece_difference_005():
     n_pairs = 400
     power = _rejection_rates(T_SHARED, T_MISCALIBRATED, n_pairs, 3)["ece"]

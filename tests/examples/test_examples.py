@@ -145,7 +145,7 @@ def test_every_epochs_stored_ece_is_the_ece_of_its_stored_predictions(trained):
 def both_store(trained, tmp_path, monkeypatch):
     """A store with the recorded Trainer run and one run peftviz trained (the smoke preset's LoRA, tiny BERT), both
     judged on the same 60 validation and 60 test documents of bbc-news: the page compares them paired."""
-    from peftviz.training.config import preset_config
+    from peftviz.run_config import preset_config
     from tests.support.sweeps import trained as sweep_trained
 
     store = tmp_path / "runs"

@@ -49,6 +49,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, BertConfig, RobertaConfig
 
+from peftviz.classifier import build_classifier
 from peftviz.data.loading import load_data
 from peftviz.errors import PeftvizError
 from peftviz.exchange.export import export_run
@@ -56,10 +57,9 @@ from peftviz.exchange.imports import adapter_method, import_model
 from peftviz.exchange.request import ImportRequest
 from peftviz.methods import METHODS
 from peftviz.modeling.backbones import load_encoder, tiny_encoder
-from peftviz.modeling.model import build_classifier
 from peftviz.paths import minilm_path
+from peftviz.run_config import preset_config
 from peftviz.store.runs import list_runs
-from peftviz.training.config import preset_config
 from peftviz.training.inference import load_trained, make_loader, predict, tokenize
 from peftviz.training.trainer import seed_everything, train
 from tests.support.helpers import plotly_array
@@ -129,19 +129,20 @@ PROMPT_LEARNING = ("prefix-tuning", "prompt-tuning", "p-tuning")  # peft runs th
 # the Longformer's head reads <s>, a global token, whose attention uses the *_global projections: peft's default
 # targets (BERT's query, value) reach it only through the other tokens, and barely move its logits
 LONGFORMER_TARGETS = "query,value,query_global,value_global"
-FIRST_FOUR = ("lora", "ia3", "prefix-tuning", "prompt-tuning")  # on every family in the fast tier; others on BERT
+FIRST_FOUR = ("lora", "ia3", "prefix-tuning", "prompt-tuning")  # in the fast tier; the others in the slow one
 
 
 def family_cases(methods) -> list:
-    """pytest params (family, method, ...) of each method on each family where peft runs it; the methods
-    after the first four are in the fast tier on BERT, on RoBERTa and the Longformer in the slow one."""
+    """pytest params (family, method, ...) of each method on each family where peft runs it; the first four
+    methods are in the fast tier on every family, the others in the slow tier (a second or two each: trained,
+    exported, loaded in peft and imported back)."""
     cases = []
     for family in FAMILIES:
         for case in methods:
             method = case[0] if isinstance(case, tuple) else case
             if family == "longformer" and method.split(" ")[0] in PROMPT_LEARNING:
                 continue
-            slow = family != "bert" and method not in FIRST_FOUR
+            slow = method not in FIRST_FOUR
             values = case if isinstance(case, tuple) else (case,)
             cases.append(pytest.param(family, *values, id=f"{family}-{method}", marks=[pytest.mark.slow] * slow))
     return cases

@@ -15,10 +15,10 @@ import pytest
 from peftviz.cli import main
 from peftviz.errors import ExchangeError
 from peftviz.exchange.export import export_run
+from peftviz.run_config import preset_config
 from peftviz.store.runs import list_runs, load_run
 from peftviz.store.writer import RunWriter
 from peftviz.sweep import run_sweep
-from peftviz.training.config import preset_config
 
 
 class Interrupt(Exception):

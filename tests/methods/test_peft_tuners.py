@@ -10,12 +10,12 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
+from peftviz.classifier import build_classifier
 from peftviz.cli import main
 from peftviz.methods import peft_methods
 from peftviz.modeling.backbones import load_encoder
-from peftviz.modeling.model import build_classifier
+from peftviz.run_config import preset_config
 from peftviz.store.runs import list_runs
-from peftviz.training.config import preset_config
 from peftviz.training.trainer import make_optimizer, resume, train
 from tests.support.helpers import padded_batch, tiny_classifier
 
@@ -184,7 +184,7 @@ def test_methods_counts_prints_what_the_classifier_counts(capsys):
 
 def test_the_peft_method_set_is_the_methods_built_on_peft_s_layers():
     from peftviz.methods import METHODS
-    from peftviz.training.config import comparison_methods
+    from peftviz.run_config import comparison_methods
 
     assert comparison_methods("peft") == peft_methods() == [name for name in METHODS if METHODS[name].peft_based]
     assert len(peft_methods()) == 18 and {"lora", "dora", "adalora", "p-tuning"} <= set(peft_methods())

@@ -12,9 +12,9 @@ import pytest
 from peftviz.cli import main
 from peftviz.errors import ConfigError, ModelLoadError, PeftvizError
 from peftviz.modeling.backbones import check_model, load_encoder
+from peftviz.run_config import MAX_LABEL_CHARS, preset_config
 from peftviz.store.runs import load_run
 from peftviz.store.writer import RunWriter
-from peftviz.training.config import MAX_LABEL_CHARS, preset_config
 from tests.support.helpers import tiny_model_folder
 
 NOT_A_NAME = "Expecting property name enclosed in double quotes"  # json's message
@@ -180,6 +180,7 @@ def test_training_on_a_model_folder_without_a_tokenizer_writes_no_run(bert_folde
     assert not runs.exists() or not any(runs.iterdir())
 
 
+@pytest.mark.slow  # starts the training worker as a child process
 def test_the_training_worker_refuses_a_model_folder_without_a_tokenizer(bert_folder, tmp_path):
     """What the app's jobs run: the child process refuses the folder before it writes a run."""
     from peftviz.app.worker import sweep_in_child

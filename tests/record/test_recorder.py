@@ -20,9 +20,9 @@ import torch
 from peftviz.analysis.run_labels import run_labels
 from peftviz.errors import ConfigError
 from peftviz.record import RecordError, open_run
+from peftviz.run_config import preset_config
 from peftviz.store.runs import group_runs, list_runs
 from peftviz.store.schema import read_predictions
-from peftviz.training.config import preset_config
 
 LABEL_NAMES = ["sport", "money", "film"]
 C, N, N_TEST = 3, 40, 24

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from peftviz.run_config import TrainConfig, preset_config
 from peftviz.store.runs import group_key, group_runs, list_runs
 from peftviz.store.writer import RunWriter
-from peftviz.training.config import TrainConfig, preset_config
 
 LABELS = ["business", "sport", "tech"]
 ORIGIN = {"kind": "peftviz", "source": "/exports/lora", "revision": None, "files": {}, "labels": "by name"}

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from peftviz.errors import ConfigError
+from peftviz.run_config import TrainConfig, preset_config
 from peftviz.store import migrations
 from peftviz.store.migrations import MIGRATIONS, current_settings, stored_config
 from peftviz.store.runs import load_run
 from peftviz.store.schema import RECORD_FIELDS
-from peftviz.training.config import TrainConfig, preset_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,10 +110,10 @@ def test_each_migration_says_which_change_it_covers():
         assert re.search(r"\b[0-9a-f]{7}\b", doc) and re.search(r"\b\d{4}-\d{2}-\d{2}\b", doc), migration.__name__
 
 
-def test_the_training_config_knows_nothing_of_the_store():
+def test_the_run_config_knows_nothing_of_the_store():
     """config -> store -> config was a cycle: the settings module imports nothing under peftviz.store, at any
     depth of its source (a function's import counts), and has no config.json reader left."""
-    tree = ast.parse((ROOT / "peftviz" / "training" / "config.py").read_text())
+    tree = ast.parse((ROOT / "peftviz" / "run_config.py").read_text())
     imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     assert not [name for name in imported if name.startswith("peftviz.store")]

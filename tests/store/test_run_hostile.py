@@ -148,18 +148,47 @@ def sweep_run(tmp_path):
     return load_run(write_good_run(tmp_path / "runs"))
 
 
-def store_sweeps(run, sweeps: dict[str, list], best_epoch: int = 2) -> None:
-    """analysis/alpha_sweep.json holding `sweeps` (α list key -> rows), as `kernel._store_sweep` writes it."""
+def store_sweeps(run, sweeps: dict[str, list], best_epoch: int = 2, code=None) -> None:
+    """analysis/alpha_sweep.json holding `sweeps` (α list key -> rows), as `kernel._store_sweep` writes it
+    (`code`: the identity of the code that computed them, by default today's)."""
     path = caches.cache_path(run.path, kernel.SWEEP_FILE)
     path.parent.mkdir(exist_ok=True)
-    entries = {key: {"alphas": [float(a) for a in key.split(",")], "best_epoch": best_epoch, "rows": rows}
-               for key, rows in sweeps.items()}  # fmt: skip
+    code = kernel.sweep_code(run) if code is None else code
+    entries = {
+        key: {"alphas": [float(a) for a in key.split(",")], "best_epoch": best_epoch, "code": code, "rows": rows}
+        for key, rows in sweeps.items()
+    }
     path.write_text(json.dumps({"format": kernel.SWEEP_FORMAT, "sweeps": entries}))
 
 
 def test_a_good_sweep_cache_reads_back(sweep_run):
     store_sweeps(sweep_run, {kernel._sweep_key(GRID): GOOD_ROWS})
     assert kernel.cached_alpha_sweep(sweep_run) == GOOD_ROWS
+
+
+def test_a_sweep_the_code_of_today_did_not_compute_is_computed_again(sweep_run):
+    store_sweeps(sweep_run, {kernel._sweep_key(GRID): GOOD_ROWS}, code="0" * 64)  # sound, by other code
+    assert kernel.cached_alpha_sweep(sweep_run) is None and kernel.damaged_sweep(sweep_run) is None
+    kernel._store_sweep(sweep_run, GRID, GOOD_ROWS)
+    assert kernel.cached_alpha_sweep(sweep_run) == GOOD_ROWS
+
+
+@pytest.mark.parametrize("code", ["", "0" * 63, "G" * 64, 7, None])
+def test_a_sweep_whose_code_is_not_a_digest_is_damaged(sweep_run, code):
+    path = caches.cache_path(sweep_run.path, kernel.SWEEP_FILE)
+    store_sweeps(sweep_run, {kernel._sweep_key(GRID): GOOD_ROWS})
+    stored = json.loads(path.read_text())
+    stored["sweeps"][kernel._sweep_key(GRID)]["code"] = code
+    path.write_text(json.dumps(stored))
+    assert kernel.cached_alpha_sweep(sweep_run) is None
+    assert "code must be 64 hex digits" in kernel.damaged_sweep(sweep_run)
+
+
+def test_a_sweep_file_of_another_format_is_computed_again_silently(sweep_run):
+    path = caches.cache_path(sweep_run.path, kernel.SWEEP_FILE)
+    store_sweeps(sweep_run, {kernel._sweep_key(GRID): GOOD_ROWS})
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"format": kernel.SWEEP_FORMAT - 1}))
+    assert kernel.cached_alpha_sweep(sweep_run) is None and kernel.damaged_sweep(sweep_run) is None
 
 
 @pytest.mark.parametrize("damage", list(BAD_SWEEPS))

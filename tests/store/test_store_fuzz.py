@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 
 from peftviz.analysis.run_labels import run_row
 from peftviz.errors import PeftvizError
+from peftviz.run_config import preset_config
 from peftviz.store.runs import load_run
 from peftviz.store.schema import STATUSES
 from peftviz.store.writer import RunWriter
-from peftviz.training.config import preset_config
 from tests.support.helpers import give_params_a_wrong_shape, hard_timeout
 
 FILES = ("config.json", "metrics.jsonl", "summary.json", "predictions/epoch_1.npz", "params.safetensors")

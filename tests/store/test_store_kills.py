@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from peftviz.run_config import preset_config
 from peftviz.store import runs as runs_module
 from peftviz.store.runs import list_runs
-from peftviz.training.config import preset_config
 from peftviz.training.inference import load_trained, predict, validation_loader
 from peftviz.training.trainer import resume, train
 

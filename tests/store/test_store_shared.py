@@ -139,9 +139,9 @@ def test_a_run_lists_as_training_while_its_writer_lives_and_incomplete_once_it_i
 
 
 def test_a_finished_or_failed_run_drops_its_lock(tmp_path):
+    from peftviz.run_config import preset_config
     from peftviz.store.runs import load_run
     from peftviz.store.writer import RunWriter, writer_alive
-    from peftviz.training.config import preset_config
 
     writer = RunWriter.create(tmp_path, preset_config("smoke"), {"label_names": ["a", "b"]})
     assert writer_alive(writer.path) and load_run(writer.path).status == "training"
@@ -175,7 +175,7 @@ def test_a_lock_file_from_another_host_counts_while_its_heartbeat_is_fresh(tmp_p
 def test_reuploading_a_different_file_of_the_same_name_leaves_an_earlier_runs_documents(tmp_path, monkeypatch):
     from peftviz.analysis.run_labels import data_changed, run_labels, run_row
     from peftviz.data.uploads import store_upload
-    from peftviz.training.config import preset_config
+    from peftviz.run_config import preset_config
     from peftviz.training.inference import run_data
     from peftviz.training.trainer import train
 
@@ -196,7 +196,7 @@ def test_reuploading_a_different_file_of_the_same_name_leaves_an_earlier_runs_do
 
 def test_a_page_is_told_when_a_local_data_file_changed_after_training(tmp_path):
     from peftviz.analysis.run_labels import data_changed
-    from peftviz.training.config import preset_config
+    from peftviz.run_config import preset_config
     from peftviz.training.trainer import train
 
     data = tmp_path / "data.csv"

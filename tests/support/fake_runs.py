@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from peftviz.run_config import preset_config
 from peftviz.store.writer import RunWriter
-from peftviz.training.config import preset_config
 
 LABELS = ["business", "sport", "tech"]
 N_EXAMPLES = 40

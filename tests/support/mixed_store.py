@@ -50,8 +50,8 @@ def build(store: Path, scratch: Path) -> Path:
     from peftviz.exchange.export import export_run
     from peftviz.exchange.imports import import_model
     from peftviz.exchange.request import ImportRequest
+    from peftviz.run_config import over_seeds, preset_config
     from peftviz.sweep.variants import comparison_configs
-    from peftviz.training.config import over_seeds, preset_config
     from tests.support.sweeps import trained
 
     threads = torch.get_num_threads()

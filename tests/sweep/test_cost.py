@@ -12,9 +12,9 @@ import pytest
 from peftviz import cli
 from peftviz.data.paper_stats import DATASET_STATS
 from peftviz.errors import ConfigError
+from peftviz.run_config import TrainConfig
 from peftviz.sweep import cost
 from peftviz.sweep.cost import StepTimes, expected_batch_length, interpolate, plan_table, probe, run_cost
-from peftviz.training.config import TrainConfig
 
 PROBED = ("lora", "prefix-propagation", "fine-tuning")
 HYPERPARTISAN_LIKE = {0.25: 280, 0.5: 495, 0.75: 873, 0.9: 1455, 0.95: 1975}  # paper_stats' Hyperpartisan levels
@@ -308,7 +308,7 @@ def test_a_plan_from_saved_step_times_uses_them_and_probes_nothing(monkeypatch, 
             "--step-times", str(tmp_path / "times.json"), "--runs-dir", str(tmp_path / "store")]  # fmt: skip
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
-    configs = cli._sweep_configs(cli.build_parser().parse_args(argv))
+    configs = cli.configs_of(cli.build_parser().parse_args(argv))
     expected = cost.plan_table(configs, hand_times(["lora", "prefix-propagation"]), SMALL.__getitem__)
     assert f"| all runs | 2 | 52 | {expected.totals[0]['est. hours']:.3g} |" in out  # 2 runs x 26 steps
     assert "read from" in out and "measured on cpu (test)" in out

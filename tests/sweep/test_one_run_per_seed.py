@@ -18,13 +18,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from peftviz.app.jobs import AlreadyQueued, JobQueue
-from peftviz.cli import _sweep_configs, build_parser, main
+from peftviz.cli import build_parser, configs_of, main
 from peftviz.methods import DEFAULT_METHOD, METHODS
+from peftviz.run_config import TrainConfig, preset_config
 from peftviz.store.runs import group_key, group_runs, list_runs
 from peftviz.store.writer import RunWriter
 from peftviz.sweep.plan import plan
 from peftviz.sweep.variants import comparison_configs
-from peftviz.training.config import TrainConfig, preset_config
 from peftviz.training.progress import SKIPPED
 from tests.support.job_helpers import Gate, fake_queue, wait_until_idle
 
@@ -77,7 +77,7 @@ def page_config(monkeypatch, method: str) -> TrainConfig:
 @pytest.mark.parametrize("method", list(METHODS))
 def test_the_train_page_and_the_cli_give_one_configuration_one_key(empty_store, monkeypatch, method):
     page = page_config(monkeypatch, method)
-    cli = _sweep_configs(build_parser().parse_args(["train", "--preset", "smoke", "--method", method]))[0]
+    cli = configs_of(build_parser().parse_args(["train", "--preset", "smoke", "--method", method]))[0]
     every_option = METHODS[method].config_class().to_dict()
     assert page.method_options == every_option and cli.method_options == {}  # the page gives every option, the CLI none
     assert group_key(page) == group_key(cli)

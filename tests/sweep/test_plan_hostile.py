@@ -4,7 +4,7 @@ result: a step-time table that holds what the file holds and nothing a terminal 
 plan whose hours are finite and not negative, seeds within their bounds. Nothing is written, and nothing is probed
 for real (the probe is a stub here: tests/sweep/test_cost.py runs the real one on a tiny Longformer).
 
-The oracles (`check_loaded`, `check_plan`, `check_seeds`) are written here, apart from cost.py and config.py: they
+The oracles (`check_loaded`, `check_plan`, `check_seeds`) are written here, apart from cost.py and run_config.py: they
 state what a loaded table and a plan must be, not how the code checks it.
 """
 
@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 from peftviz import cli
 from peftviz.errors import ConfigError, PeftvizError
 from peftviz.methods import METHODS
+from peftviz.run_config import TrainConfig, parse_seeds
 from peftviz.store.writer import RunWriter
 from peftviz.sweep import cost
 from peftviz.sweep.cost import StepTimes, load_step_times, plan_table
-from peftviz.training.config import TrainConfig, parse_seeds
 from tests.support.helpers import each_case_within, hard_timeout
 from tests.sweep.test_cost import Stats
 
@@ -400,7 +400,7 @@ def test_a_plan_names_the_runs_it_leaves_out_or_counts_otherwise(monkeypatch, tm
     store = tmp_path / "store"
     argv = ["compare", "--preset", "smoke", "--dataset", "hyperpartisan", "--methods", "lora", "--seeds", "4",
             "--plan", "--step-times", str(write(tmp_path / "t.json", GOOD)), "--runs-dir", str(store)]  # fmt: skip
-    configs = cli._sweep_configs(cli.build_parser().parse_args(argv))
+    configs = cli.configs_of(cli.build_parser().parse_args(argv))
     writers = [_stored(store, config, status) for config, status in zip(configs, ("complete", "incomplete", "live"))]
     try:
         assert cli.main(argv) == 0
@@ -421,7 +421,7 @@ def test_a_plan_whose_every_run_is_complete_probes_nothing_and_says_why(monkeypa
     store = tmp_path / "store"
     argv = ["train", "--preset", "smoke", "--dataset", "hyperpartisan", "--method", "lora", "--plan",
             "--runs-dir", str(store)]  # fmt: skip
-    _stored(store, cli._sweep_configs(cli.build_parser().parse_args(argv))[0], "complete")
+    _stored(store, cli.configs_of(cli.build_parser().parse_args(argv))[0], "complete")
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "| all runs | 0 | 0 | 0 |" in out and "left out: 1 run(s) already complete" in out
@@ -591,8 +591,8 @@ def test_a_step_time_file_named_with_control_characters_prints_as_one_escaped_li
 @pytest.mark.parametrize("command", [["train", "--method", "lora"], ["compare", "--methods", "lora"]])
 @pytest.mark.parametrize("flag", [["--probe-steps", "3"], ["--probe-device", "cpu"], ["--step-times", "t.json"]])
 def test_a_plan_flag_without_plan_is_one_line_and_trains_nothing(monkeypatch, tmp_path, command, flag):
-    monkeypatch.setattr(cli, "run_sweep", lambda *a, **k: pytest.fail("trained though the flags were refused"))
-    monkeypatch.setattr(cli, "_train_one", lambda *a, **k: pytest.fail("trained though the flags were refused"))
+    monkeypatch.setattr(cli.sweeps, "run_sweep", lambda *a, **k: pytest.fail("trained though the flags were refused"))
+    monkeypatch.setattr(cli.train, "_train_one", lambda *a, **k: pytest.fail("trained though the flags were refused"))
     code, _, err = run_cli([*command, "--preset", "smoke", "--runs-dir", str(tmp_path / "store"), *flag])
     check_refused(code, err)
     assert f"{flag[0]} is for --plan: add --plan, or drop it to train" in err

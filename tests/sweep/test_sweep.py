@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from peftviz.errors import PeftvizError
+from peftviz.run_config import comparison_methods, over_seeds
 from peftviz.store.runs import list_runs
 from peftviz.sweep import RayOptions, plan, run_sweep
 from peftviz.sweep.variants import comparison_configs
-from peftviz.training.config import comparison_methods, over_seeds
 from peftviz.training.progress import finished_line
 
 ray = pytest.importorskip("ray")
@@ -202,6 +202,7 @@ def test_a_stored_run_matches_its_configuration_with_precision_auto(tmp_path):
     assert [item.action for item in plan([replace(configs[0], learning_rate=5e-3)], tmp_path)] == ["train"]
 
 
+@pytest.mark.slow  # starts a local Ray cluster
 def test_the_app_s_job_on_ray_reports_each_run_queued_then_done(local_ray, tmp_path):
     """What the Home page's job panel follows when the comparison trains on Ray (the worker child's side)."""
     from peftviz.app.worker import sweep_here
@@ -236,14 +237,14 @@ def test_runs_stopped_by_one_error_are_one_line_naming_the_first_three():
     """The paper's table offline: 12 runs per dataset that is not available here, one line each dataset."""
     from types import SimpleNamespace
 
-    from peftviz.cli import _failure_lines
+    from peftviz.cli.sweeps import failure_lines
 
     def failed(title: str, error: str):
         return SimpleNamespace(error=error, planned=SimpleNamespace(config=SimpleNamespace(run_title=title)))
 
     outcomes = [failed(f"arxiv run {i}", "cannot load 'arxiv'") for i in range(12)]
     outcomes.insert(5, failed("a run", "training loss is NaN at epoch 1"))
-    assert _failure_lines(outcomes) == [
+    assert failure_lines(outcomes) == [
         "failed: arxiv run 0, arxiv run 1, arxiv run 2 and 9 more: cannot load 'arxiv'",
         "failed: a run: training loss is NaN at epoch 1",
     ]

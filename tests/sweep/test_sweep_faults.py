@@ -7,10 +7,10 @@ starts a local Ray with 2 CPUs, as tests/sweep/test_sweep.py does."""
 import numpy as np
 import pytest
 
+from peftviz.run_config import over_seeds, preset_config
 from peftviz.store.runs import list_runs
 from peftviz.store.writer import RunWriter
 from peftviz.sweep import Outcome, Planned, RayOptions, run_sweep
-from peftviz.training.config import over_seeds, preset_config
 from peftviz.training.progress import finished_line
 
 

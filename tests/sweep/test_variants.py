@@ -6,9 +6,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from peftviz.methods import METHODS
+from peftviz.run_config import over_seeds, preset_config
 from peftviz.sweep import plan
 from peftviz.sweep.variants import comparison_configs, start_index, variant_configs, with_start
-from peftviz.training.config import over_seeds, preset_config
 
 STARTING = next(name for name, cls in METHODS.items() if cls.starts_from and cls.variants)  # tiny-attention
 

@@ -14,13 +14,13 @@ import torch
 from safetensors.torch import load_file
 
 from peftviz import calibration
+from peftviz.classifier import build_classifier
 from peftviz.cli import main
 from peftviz.errors import ConfigError
 from peftviz.methods import METHODS
 from peftviz.modeling.backbones import load_encoder, tiny_encoder
-from peftviz.modeling.model import build_classifier
+from peftviz.run_config import preset_config
 from peftviz.store.runs import list_runs
-from peftviz.training.config import preset_config
 from peftviz.training.engine import resolve_precision
 from peftviz.training.inference import evaluation_metrics, run_data
 from peftviz.training.trainer import train

@@ -5,9 +5,9 @@ import pytest
 
 from peftviz import cli
 from peftviz.methods import METHODS
+from peftviz.run_config import preset_config
 from peftviz.store.runs import group_key
 from peftviz.sweep.variants import comparison_configs
-from peftviz.training.config import preset_config
 
 PAPER_DATASETS = ("arxiv", "hyperpartisan", "20newsgroups")
 # the paper's long-document table (Table 2) and its Appendix B searches, typed from the paper
@@ -20,7 +20,7 @@ THE_COMMAND = "compare --preset paper-long --dataset arxiv,hyperpartisan,20newsg
 
 
 def configs_of(command: str) -> list:
-    return cli._sweep_configs(cli.build_parser().parse_args(command.split()))
+    return cli.configs_of(cli.build_parser().parse_args(command.split()))
 
 
 def test_the_table_s_command_builds_36_runs_three_seeds_of_four_methods_on_three_datasets():

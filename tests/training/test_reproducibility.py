@@ -17,8 +17,8 @@ import torch
 
 from peftviz.app.worker import sweep_in_child
 from peftviz.errors import ConfigError, ModelLoadError, TrainingError
+from peftviz.run_config import preset_config
 from peftviz.sweep.variants import comparison_configs
-from peftviz.training.config import preset_config
 from tests.support.sweeps import trained
 
 pytestmark = pytest.mark.slow  # trains in child processes or on the shipped MiniLM (left out of the fast tier)

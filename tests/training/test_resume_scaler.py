@@ -15,9 +15,9 @@ import torch
 from torch import nn
 
 from peftviz.errors import RunError
+from peftviz.run_config import preset_config
 from peftviz.store.writer import RunWriter
 from peftviz.training import checkpoint
-from peftviz.training.config import preset_config
 
 LABELS = ["a", "b", "c"]
 # a step the scaler skips (an overflow) leaves the scheduler stepping first: torch warns, as in real fp16 runs

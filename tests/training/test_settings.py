@@ -14,17 +14,17 @@ from dataclasses import fields
 import pytest
 import torch
 
-from peftviz.cli import parse_method_options
+from peftviz.classifier import build_classifier
+from peftviz.cli.train import parse_method_options
 from peftviz.errors import ConfigError, ModelLoadError
 from peftviz.methods import METHODS
 from peftviz.methods.peft_tuner import PeftTunerConfig
 from peftviz.modeling.backbones import load_encoder, max_tokens, tiny_encoder
-from peftviz.modeling.model import build_classifier
 from peftviz.options import Bounds, shown
 from peftviz.paths import minilm_path
+from peftviz.run_config import PRESETS, TrainConfig, alpha_grid, preset_config
 from peftviz.store.migrations import stored_config
 from peftviz.sweep.variants import comparison_configs
-from peftviz.training.config import PRESETS, TrainConfig, alpha_grid, preset_config
 
 NAN, INF = math.nan, math.inf
 KERNEL = "kernel-prefix-propagation"

@@ -22,9 +22,9 @@ from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING
 from peftviz.errors import ConfigError
 from peftviz.methods import METHODS
 from peftviz.methods.peft_tuner import PeftTunerConfig
+from peftviz.run_config import MAX_BATCH, TrainConfig
 from peftviz.store.migrations import stored_config
 from peftviz.store.schema import RECORD_FIELDS
-from peftviz.training.config import MAX_BATCH, TrainConfig
 from tests.support.helpers import each_case_within
 
 FUZZ = settings(derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

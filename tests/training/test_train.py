@@ -15,9 +15,9 @@ import torch
 
 from peftviz import calibration
 from peftviz.cli import main
+from peftviz.run_config import preset_config
 from peftviz.store.runs import list_runs, load_run
 from peftviz.sweep.variants import comparison_configs
-from peftviz.training.config import preset_config
 from peftviz.training.inference import load_trained, make_loader, predict, run_data, tokenize
 from peftviz.training.trainer import train
 
@@ -212,7 +212,7 @@ def test_cuda_is_picked_when_present(monkeypatch):
 def test_the_store_lists_runs_in_the_order_they_were_made(smoke_store):
     """Smoke runs are made several to a second: a creation time to the second left ties to the folder
     name, and the Calibration page's first six runs then missed one of the comparison's."""
-    from peftviz.training.config import alpha_grid
+    from peftviz.run_config import alpha_grid
     from peftviz.training.trainer import created_now
 
     made = comparison_configs("smoke") + alpha_grid("smoke", (1e-3, 1e-2, 4e-2))  # as conftest's smoke_store

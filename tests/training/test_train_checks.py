@@ -15,8 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 from peftviz.errors import ConfigError
 from peftviz.methods import METHODS
+from peftviz.run_config import PRESETS, TrainConfig, preset_config
 from peftviz.sweep.variants import check_start, starting_runs
-from peftviz.training.config import PRESETS, TrainConfig, preset_config
 from tests.app.test_shared_paths import one_run_store  # noqa: F401  (a fixture, used by name)
 from tests.support.job_helpers import fake_queue
 

@@ -1,5 +1,7 @@
 """The text classifier: a pretrained encoder, one tuning method, and a classification head.
 
+It sits above both `modeling` (the encoders) and `methods` (which attach to them): neither imports it.
+
 `build_classifier` refuses, with a one-line ConfigError and before the method touches the encoder,
 a `max_length` beyond the encoder's positions (plus any the method embeds with the text): that is
 known only once the encoder is loaded, so the config cannot check it.

@@ -1,5 +1,8 @@
 """The run configuration and its presets.
 
+It sits below everything that reads or builds a run's settings (the store, the trainer, the sweep, the app,
+the CLI) and imports only the errors, the options and the methods' registry.
+
 A `TrainConfig` holds everything a run needs, and `config.json` in the run folder is its
 `to_dict()` plus what the run recorded (label names, parameter counts, environment); the store
 reads it back, records of earlier versions included (`store.migrations`): this module knows nothing
@@ -11,7 +14,7 @@ Every setting is checked on construction, whatever its source (CLI, app, config.
 its choices and its range as declared below (see options.py), then `validate`'s rules across
 fields, the method's options included. A refused setting raises a one-line `ConfigError` before
 anything is loaded or written. Whether `max_length` fits the encoder's positions is known only
-once the encoder is loaded: `model.build_classifier` checks it.
+once the encoder is loaded: `classifier.build_classifier` checks it.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from peftviz.options import Options, option, shown
 # far above any setting the papers or the presets use, and low enough that nothing is allocated or
 # run before a mistake is seen.
 MAX_LENGTH = 16384  # 4x the 4096 positions of the longest supported encoders (Longformer, long-minilm);
-# the loaded encoder's own position count is checked when the classifier is built (model.py)
+# the loaded encoder's own position count is checked when the classifier is built (classifier.py)
 MAX_EPOCHS = 1000  # the papers train 3-20 epochs
 MAX_BATCH = 65536  # examples per forward pass or per optimiser step: beyond any split peftviz trains on
 MAX_ECE_BINS = 10000  # ECE uses 10-20 bins; 10^4 already leaves most bins empty on any test split
