@@ -94,8 +94,10 @@ def main() -> None:
     print(f"| --metric accuracy, cold | {accuracy:.1f} |\n| default metrics, cold | {cold:.1f} |")
     print(f"| default metrics, warm (second call) | {warm:.1f} |")
     print(f"| ratio default / accuracy (cold) | {cold / accuracy:.2f}x |\n")
-    print("| Calibration page | first render, no estimates on disk (s) | first render, estimates on disk (s) "
-          "| second render, same process (s) |\n|---|---|---|---|")  # fmt: skip
+    print(
+        "| Calibration page | first render, no estimates on disk (s) | first render, estimates on disk (s) "
+        "| second render, same process (s) |\n|---|---|---|---|"
+    )
     for view in ("groups of seeds", "single runs"):
         clear_estimates(store)
         first_cold, _ = render_seconds(store, view)

@@ -80,14 +80,28 @@ def trainer_for(args: argparse.Namespace, folder: str) -> Trainer:
     set_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     splits, names = hf_trainer.tokenized(args, tokenizer)
-    training = TrainingArguments(output_dir=f"{folder}/out", num_train_epochs=args.epochs, learning_rate=5e-3,
-                                 per_device_train_batch_size=16, per_device_eval_batch_size=32, eval_strategy="epoch",
-                                 save_strategy="no", logging_steps=5, report_to=args.report_to, seed=0,
-                                 disable_tqdm=True)  # fmt: skip
+    training = TrainingArguments(
+        output_dir=f"{folder}/out",
+        num_train_epochs=args.epochs,
+        learning_rate=5e-3,
+        per_device_train_batch_size=16,
+        per_device_eval_batch_size=32,
+        eval_strategy="epoch",
+        save_strategy="no",
+        logging_steps=5,
+        report_to=args.report_to,
+        seed=0,
+        disable_tqdm=True,
+    )
     callbacks = [PeftvizCallback(dataset="bbc-news", runs_dir=f"{folder}/runs")] if args.callback else []
-    return Trainer(model=hf_trainer.lora_model(names), args=training, train_dataset=splits["train"],
-                   eval_dataset={"validation": splits["validation"], "test": splits["test"]},
-                   data_collator=DataCollatorWithPadding(tokenizer), callbacks=callbacks)  # fmt: skip
+    return Trainer(
+        model=hf_trainer.lora_model(names),
+        args=training,
+        train_dataset=splits["train"],
+        eval_dataset={"validation": splits["validation"], "test": splits["test"]},
+        data_collator=DataCollatorWithPadding(tokenizer),
+        callbacks=callbacks,
+    )
 
 
 def main() -> None:
@@ -104,8 +118,12 @@ def main() -> None:
         if profiler:
             profiler.disable()
         train_s = time.perf_counter() - start
-    result = {"callback": args.callback, "report_to": args.report_to, "threads": torch.get_num_threads(),
-              "train_s": round(train_s, 3)}  # fmt: skip
+    result = {
+        "callback": args.callback,
+        "report_to": args.report_to,
+        "threads": torch.get_num_threads(),
+        "train_s": round(train_s, 3),
+    }
     if args.callback:
         result["callback_s"] = round(sum(spent.values()), 3)
         result["callback_parts"] = {name: round(seconds, 4) for name, seconds in spent.items()}

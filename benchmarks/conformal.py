@@ -43,8 +43,9 @@ def mapie_loop(cal_probs, cal_labels, eval_probs, eval_labels, alpha, score, n_r
     params = {"include_last_label": "randomized"} if score == "aps" else None
     draws = []
     for cal_row, eval_row in zip(cal_rows, eval_rows):
-        found = SplitConformalClassifier(estimator, confidence_level=1 - alpha, conformity_score=score, prefit=True,
-                                         random_state=0)  # fmt: skip
+        found = SplitConformalClassifier(
+            estimator, confidence_level=1 - alpha, conformity_score=score, prefit=True, random_state=0
+        )
         found.conformalize(cal_row[:, None], cal_labels[cal_row])
         sets = found.predict_set((n_cal + eval_row)[:, None], conformity_score_params=params)[1][:, :, 0]  # (N, C)
         draws.append((sets[np.arange(len(eval_row)), eval_labels[eval_row]].mean(), sets.sum(axis=1).mean()))
@@ -76,8 +77,10 @@ def main() -> None:
         loop_s, want = median_seconds(mapie_loop, call, args.repeats)
         fast_s, got = median_seconds(vectorized, call, args.repeats)
         gap = f"{np.abs(want - got).max():.1e}" if score == "lac" else "(U differs)"
-        print(f"| {score} | {args.examples} | {args.classes} | {args.resamples} | {loop_s * 1e3:.0f} | "
-              f"{fast_s * 1e3:.1f} | {loop_s / fast_s:.0f} | {gap} |")  # fmt: skip
+        print(
+            f"| {score} | {args.examples} | {args.classes} | {args.resamples} | {loop_s * 1e3:.0f} | "
+            f"{fast_s * 1e3:.1f} | {loop_s / fast_s:.0f} | {gap} |"
+        )
 
 
 if __name__ == "__main__":

@@ -87,9 +87,11 @@ def machine_line() -> str:
     import transformers
 
     cpu = platform.processor() or platform.machine()
-    return (f"{date.today().isoformat()}, {platform.node()}: {os.cpu_count()} cores ({cpu}), torch {torch.__version__} "
-            f"with {torch.get_num_threads()} threads, transformers {transformers.__version__}, peft "
-            f"{peft.__version__}, no GPU used")  # fmt: skip
+    return (
+        f"{date.today().isoformat()}, {platform.node()}: {os.cpu_count()} cores ({cpu}), torch {torch.__version__} "
+        f"with {torch.get_num_threads()} threads, transformers {transformers.__version__}, peft "
+        f"{peft.__version__}, no GPU used"
+    )
 
 
 def print_table(rows: list[dict], limit: int) -> None:
@@ -99,8 +101,10 @@ def print_table(rows: list[dict], limit: int) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for name, row in [*((f"repeat {i}", row) for i, row in enumerate(rows, 1)), (f"median of {len(rows)}", median)]:
         gap = max(r["gap"] for r in rows) if row is median else row["gap"]
-        print(f"| {name} | {row['export']:.2f} | {row['import']:.2f} | {row['peft']:.2f} | "
-              f"{row['import'] / row['peft']:.2f} | {gap:.1e} | {limit} | {threads} |")  # fmt: skip
+        print(
+            f"| {name} | {row['export']:.2f} | {row['import']:.2f} | {row['peft']:.2f} | "
+            f"{row['import'] / row['peft']:.2f} | {gap:.1e} | {limit} | {threads} |"
+        )
 
 
 def main() -> int:

@@ -124,9 +124,15 @@ def encoder_config(test: bool) -> LongformerConfig:
     if test:
         return tiny_encoder("longformer", hidden=32, heads=4, window=16).config
     return LongformerConfig(
-        vocab_size=50265, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-        attention_window=512, max_position_embeddings=4098, pad_token_id=1,
-    )  # fmt: skip
+        vocab_size=50265,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        attention_window=512,
+        max_position_embeddings=4098,
+        pad_token_id=1,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,13 +493,15 @@ def step_times(data: dict) -> StepTimes:
         precision="bf16" if data["precision"].startswith("bf16") else "fp32",
         model="allenai/longformer-base-4096",
         architecture="Longformer-base-4096's shape, random weights (benchmarks/gpu.py)",
-        batch_size=batch, lengths=tuple(sorted({r["T"] for r in rows})), steps=data["repeats"],
+        batch_size=batch,
+        lengths=tuple(sorted({r["T"] for r in rows})),
+        steps=data["repeats"],
         forward_backward={m: {r["T"]: r["step_s"] for r in rows if r["method"] == m} for m in methods},
         optimizer=dict.fromkeys(methods, 0.0),
         inference={m: {r["T"]: r["inference"]["blocks"]["s"] for r in rows if r["method"] == m} for m in methods},
         notes=[f"step times of benchmarks/gpu.py, {data['date']}: `{data['command']}`; AdamW inside each step"],
         warmups=data["warmups"],
-    )  # fmt: skip
+    )
 
 
 def run_case(T: int, B: int, encoder: LongEncoder, bench: Bench, run: Run) -> None:
@@ -596,9 +604,15 @@ def markdown_row(row: dict) -> str:
         return f"{head} {reason} |" + " – |" * 7
     inference, blocks, flex = inference_cells(row)
     cells = [
-        seconds_cell(row["step_s"]), inference, number_cell(row["peak_gib"], 1), tflops_cell(row["step_tflops"]),
-        number_cell(row.get("percent_of_peak"), 1), number_cell(row.get("step_ratio"), 2), blocks, flex,
-    ]  # fmt: skip
+        seconds_cell(row["step_s"]),
+        inference,
+        number_cell(row["peak_gib"], 1),
+        tflops_cell(row["step_tflops"]),
+        number_cell(row.get("percent_of_peak"), 1),
+        number_cell(row.get("step_ratio"), 2),
+        blocks,
+        flex,
+    ]
     return f"{head} {' | '.join(cells)} |"
 
 
@@ -635,8 +649,12 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmups", type=int, help="warm-up calls (default 2; --test 1)")
     parser.add_argument("--repeats", type=int, help="timed training steps (default 8; --test 2)")
     parser.add_argument("--pairs", type=int, help="interleaved inference pairs per ratio (default 20; --test 4)")
-    parser.add_argument("--step-times-of", type=Path, metavar="GPU_JSON",
-                        help="only write --out/step_times.json from an earlier run's gpu.json (no timing)")  # fmt: skip
+    parser.add_argument(
+        "--step-times-of",
+        type=Path,
+        metavar="GPU_JSON",
+        help="only write --out/step_times.json from an earlier run's gpu.json (no timing)",
+    )
     args = parser.parse_args(argv)
     args.cases = parse_cases(args.cases or (TEST_CASES if args.test else GPU_CASES))
     for name, gpu, test in (("warmups", 2, 1), ("repeats", 8, 2), ("pairs", 20, 4)):
@@ -656,12 +674,18 @@ def main(argv: list[str] | None = None) -> None:
     meta = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "precision": "bf16 autocast" if bench.bf16 else "float32", "optimizer": "AdamW(fused=True)",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]), "warmups": bench.warmups, "repeats": args.repeats,
-        "pairs": args.pairs, "budget_s": args.budget_s, "cases": [f"{T}x{B}" for T, B in args.cases],
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "precision": "bf16 autocast" if bench.bf16 else "float32",
+        "optimizer": "AdamW(fused=True)",
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "warmups": bench.warmups,
+        "repeats": args.repeats,
+        "pairs": args.pairs,
+        "budget_s": args.budget_s,
+        "cases": [f"{T}x{B}" for T, B in args.cases],
         "local_attention_paths": "set_local_attention" if hasattr(longformer, "set_local_attention") else "blocks only",
-    }  # fmt: skip
+    }
     run = Run(args.out, meta, peak_tflops(device))
     config = encoder_config(args.test)
     torch.manual_seed(0)

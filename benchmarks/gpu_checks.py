@@ -29,14 +29,30 @@ TOLERANCE = {"float32": 1e-4, "bf16": 3e-2}  # relative to the largest value: fl
 
 
 def tiny_config() -> LongformerConfig:
-    return LongformerConfig(vocab_size=120, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                            intermediate_size=128, attention_window=16, max_position_embeddings=1026, pad_token_id=1)  # fmt: skip
+    return LongformerConfig(
+        vocab_size=120,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        attention_window=16,
+        max_position_embeddings=1026,
+        pad_token_id=1,
+    )
 
 
 def base_config(layers: int) -> LongformerConfig:
     """longformer-base-4096's shape (random weights: these compare two paths, not a checkpoint)."""
-    return LongformerConfig(vocab_size=50265, hidden_size=768, num_hidden_layers=layers, num_attention_heads=12,
-                            intermediate_size=3072, attention_window=512, max_position_embeddings=4098, pad_token_id=1)  # fmt: skip
+    return LongformerConfig(
+        vocab_size=50265,
+        hidden_size=768,
+        num_hidden_layers=layers,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        attention_window=512,
+        max_position_embeddings=4098,
+        pad_token_id=1,
+    )
 
 
 def batch(lengths: tuple[int, ...], vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,11 +97,15 @@ def check(method: str, config: LongformerConfig, lengths, precision: str, device
     }
     worst = max(grad_gaps, key=grad_gaps.get) if grad_gaps else None
     row = {
-        "method": method, "case": f"{max(lengths)}x{len(lengths)}", "precision": precision,
+        "method": method,
+        "case": f"{max(lengths)}x{len(lengths)}",
+        "precision": precision,
         "logits_gap": relative_gap(flex_logits, blocks_logits),
-        "grad_gap": grad_gaps[worst] if worst else None, "worst_grad": worst,
-        "grads_compared": len(grad_gaps), "first_flex_call_s": round(seconds, 2),
-    }  # fmt: skip
+        "grad_gap": grad_gaps[worst] if worst else None,
+        "worst_grad": worst,
+        "grads_compared": len(grad_gaps),
+        "first_flex_call_s": round(seconds, 2),
+    }
     row["ok"] = row["logits_gap"] < TOLERANCE[precision] and (row["grad_gap"] or 0) < TOLERANCE[precision]
     return row
 
@@ -129,8 +149,9 @@ def main() -> int:
             print(json.dumps(rows[-1]), flush=True)
     lengths = (1000, 1500, 2047, 1200, 3000) if device.type == "cuda" else (150, 120)
     try:
-        rows.append(varying_lengths(base_config(args.base_layers) if device.type == "cuda" else tiny_config(),
-                                    lengths, device))  # fmt: skip
+        rows.append(
+            varying_lengths(base_config(args.base_layers) if device.type == "cuda" else tiny_config(), lengths, device)
+        )
     except Exception as err:  # noqa: BLE001
         rows.append({"check": "varying lengths", "error": repr(err)[:500]})
     print(json.dumps(rows[-1]), flush=True)

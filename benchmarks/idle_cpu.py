@@ -24,8 +24,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 # as tests/browser/test_browser.py: the closed network refuses Chromium's background connections
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PAGES = {  # page -> (its path, what shows it has drawn)
     "Home": ("", '[data-testid="stDataFrame"]'),
     "Train": ("Train", '[data-testid="stButton"]'),
@@ -70,9 +77,22 @@ def children(pid: int) -> list[int]:
 
 def start_server(store: Path, flags: list[str]) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-               "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-               *flags]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.headless",
+        "true",
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        "--browser.gatherUsageStats",
+        "false",
+        *flags,
+    ]
     env = {**os.environ, "PEFTVIZ_RUNS": str(store)}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -107,8 +127,13 @@ def main() -> None:
     parser.add_argument("store", nargs="?", type=Path, default=None, help="the run store (default: $PEFTVIZ_RUNS)")
     parser.add_argument("--seconds", type=float, default=30.0, help="how long each idle tab is measured")
     parser.add_argument("--pages", nargs="+", default=list(PAGES), choices=list(PAGES), metavar="PAGE")
-    parser.add_argument("--flag", action="append", default=[], metavar="NAME=VALUE",
-                        help="a streamlit option for the server, e.g. --flag server.fileWatcherType=none")  # fmt: skip
+    parser.add_argument(
+        "--flag",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a streamlit option for the server, e.g. --flag server.fileWatcherType=none",
+    )
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 

@@ -173,8 +173,10 @@ async def visit(page, url: str, name: str, timeout_s: float, heard: list[str]) -
         seconds = time.perf_counter() - started
     except PlaywrightError as err:  # a timeout, a page that would not open
         return Visit(name, None, [f"did not load in {timeout_s:.0f} s: {str(err).splitlines()[0]}"])
-    errors = [f"on the page: {text.splitlines()[0] if text else '(empty)'}"
-              for text in await page.locator(ERRORS).all_inner_texts()]  # fmt: skip
+    errors = [
+        f"on the page: {text.splitlines()[0] if text else '(empty)'}"
+        for text in await page.locator(ERRORS).all_inner_texts()
+    ]
     return Visit(name, seconds, errors + list(heard))
 
 
@@ -184,8 +186,14 @@ async def reader(browser, url: str, pages: list[str], timeout_s: float, start: a
     page = await context.new_page()
     heard: list[str] = []
     page.on("pageerror", lambda err: heard.append(f"page error: {err}"))
-    page.on("console", lambda msg: msg.type == "error" and not any(s in msg.text for s in IGNORED_CONSOLE)
-            and heard.append(f"console: {msg.text[:200]}"))  # fmt: skip
+    page.on(
+        "console",
+        lambda msg: (
+            msg.type == "error"
+            and not any(s in msg.text for s in IGNORED_CONSOLE)
+            and heard.append(f"console: {msg.text[:200]}")
+        ),
+    )
     await start.wait()
     try:
         return [await visit(page, url, name, timeout_s, heard) for name in pages]
@@ -263,8 +271,9 @@ def training_state(folder: Path | None) -> str:
     return f"{folder.name}: {run.status}, {len(run.metrics)} epoch(s) done"
 
 
-async def measure(store: Path, n: int, pages: list[str], train: bool, timeout_s: float, options=(),
-                  browsers: bool = True) -> Result:  # fmt: skip
+async def measure(
+    store: Path, n: int, pages: list[str], train: bool, timeout_s: float, options=(), browsers: bool = True
+) -> Result:
     from playwright.async_api import async_playwright
 
     with tempfile.TemporaryDirectory(prefix="peftviz-load-") as folder:
@@ -277,15 +286,24 @@ async def measure(store: Path, n: int, pages: list[str], train: bool, timeout_s:
                 warm = asyncio.Event()
                 warm.set()
                 # fills the server's caches
-                warmup = await (reader(browser, url, pages, timeout_s, warm) if browsers
-                                else protocol_reader(url, pages, timeout_s, warm))  # fmt: skip
+                warmup = await (
+                    reader(browser, url, pages, timeout_s, warm)
+                    if browsers
+                    else protocol_reader(url, pages, timeout_s, warm)
+                )
                 if broken := [v for v in warmup if v.seconds is None or v.errors]:
                     print(f"  warm-up: {[asdict(v) for v in broken]}", file=sys.stderr)
                 trainer, training = (await start_training(browser, url, copy, timeout_s)) if train else (None, None)
                 load_before = load_average()
                 start = asyncio.Event()
-                readers = [asyncio.create_task(reader(browser, url, pages, timeout_s, start) if browsers
-                                               else protocol_reader(url, pages, timeout_s, start)) for _ in range(n)]  # fmt: skip
+                readers = [
+                    asyncio.create_task(
+                        reader(browser, url, pages, timeout_s, start)
+                        if browsers
+                        else protocol_reader(url, pages, timeout_s, start)
+                    )
+                    for _ in range(n)
+                ]
                 await asyncio.sleep(1.0)  # every context open before anyone navigates
                 server_tree, browser_tree = process_trees(server.pid)
                 trees = [server_tree[:1], server_tree[1:], browser_tree]
@@ -316,8 +334,18 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def table(results: list[Result], pages: list[str]) -> str:
-    columns = [*(f"{p} p50 / p95 (s)" for p in pages), "server peak RSS (MB)", "with children (MB)", "errors",
-               "server CPU (s)", "training CPU (s)", "browser CPU (s)", "wall (s)", "load before", "training during"]  # fmt: skip
+    columns = [
+        *(f"{p} p50 / p95 (s)" for p in pages),
+        "server peak RSS (MB)",
+        "with children (MB)",
+        "errors",
+        "server CPU (s)",
+        "training CPU (s)",
+        "browser CPU (s)",
+        "wall (s)",
+        "load before",
+        "training during",
+    ]
     lines = ["| sessions | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for r in results:
         cells = []
@@ -325,8 +353,17 @@ def table(results: list[Result], pages: list[str]) -> str:
             times = [v.seconds for v in r.visits if v.page == name and v.seconds is not None]
             cells.append(f"{percentile(times, 0.5):.1f} / {percentile(times, 0.95):.1f}")
         errors = sum(len(v.errors) or (v.seconds is None) for v in r.visits)
-        cells += [f"{r.server_peak_rss_mb:.0f}", f"{r.tree_peak_rss_mb:.0f}", str(errors), f"{r.server_cpu_s:.1f}",
-                  f"{r.training_cpu_s:.1f}", f"{r.browser_cpu_s:.1f}", f"{r.wall_s:.1f}", r.load_before, r.training]  # fmt: skip
+        cells += [
+            f"{r.server_peak_rss_mb:.0f}",
+            f"{r.tree_peak_rss_mb:.0f}",
+            str(errors),
+            f"{r.server_cpu_s:.1f}",
+            f"{r.training_cpu_s:.1f}",
+            f"{r.browser_cpu_s:.1f}",
+            f"{r.wall_s:.1f}",
+            r.load_before,
+            r.training,
+        ]
         lines.append(f"| {r.sessions} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -372,8 +409,10 @@ def main() -> None:
                 print(f"  {v.page}: {error}", file=sys.stderr)
         if args.json:
             args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
-    print(f"store: {args.store} · training job: {'yes' if args.train else 'no'} · {os.cpu_count()} CPU cores"
-          f"{' · ' + ' '.join(args.option) if args.option else ''}\n")  # fmt: skip
+    print(
+        f"store: {args.store} · training job: {'yes' if args.train else 'no'} · {os.cpu_count()} CPU cores"
+        f"{' · ' + ' '.join(args.option) if args.option else ''}\n"
+    )
     print(table(results, args.pages))
 
 

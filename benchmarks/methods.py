@@ -504,11 +504,13 @@ def peft_peer_row(encoder, method: str, ids, mask, labels, timing: Timing) -> di
         "method": label,
         "inference": inference,
         "step": step,
-        "memory": (training_memory(ours, ours_loss, ours_step, device),
-                   training_memory(theirs, theirs_loss, theirs_step, device)),
+        "memory": (
+            training_memory(ours, ours_loss, ours_step, device),
+            training_memory(theirs, theirs_loss, theirs_step, device),
+        ),
         "trainable": tuple(sum(p.numel() for p in m.parameters() if p.requires_grad) for m in (ours, theirs)),
         "logits": difference.abs().max().item(),
-    }  # fmt: skip
+    }
 
 
 def format_peer_row(model_name: str, T: str, batch: str, row: dict) -> str:
@@ -522,8 +524,10 @@ def format_peer_row(model_name: str, T: str, batch: str, row: dict) -> str:
         cells.append(within_peer_bound(ratio, high))
     memory = ratio_cell(row["memory"], "MiB", 2**-20, 2)
     trainable = " / ".join(f"{n:,}" for n in row["trainable"])
-    return (f"| {model_name} | {T} × {batch} | {row['method']} | {' | '.join(cells)} | {memory} | {trainable} "
-            f"| {row['logits']:.1e} |")  # fmt: skip
+    return (
+        f"| {model_name} | {T} × {batch} | {row['method']} | {' | '.join(cells)} | {memory} | {trainable} "
+        f"| {row['logits']:.1e} |"
+    )
 
 
 PEER_HEADER = (
@@ -568,8 +572,10 @@ def format_row(model_name: str, T: str, batch: str, row: dict) -> str:
         trainable = row["trainable"] if isinstance(row["trainable"], str) else f"{row['trainable']:,}"
     else:
         step = memory = trainable = "–"
-    return (f"| {model_name} | {T} × {batch} | {row['method']} | {inference} | {row['check']} | {row['extra work']} "
-            f"| {step} | {memory} | {trainable} |")  # fmt: skip
+    return (
+        f"| {model_name} | {T} × {batch} | {row['method']} | {inference} | {row['check']} | {row['extra work']} "
+        f"| {step} | {memory} | {trainable} |"
+    )
 
 
 def cpu_model() -> str:
@@ -622,28 +628,35 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=DEFAULT_CASES, help="MODEL:LENGTH[:BATCH] (default batch 8)")
     parser.add_argument(
-        "--methods", default="all",
+        "--methods",
+        default="all",
         help="the methods of the rows: all (default), paper, peft (those built on peft), or names separated by commas",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--peer-cases", nargs="+", default=DEFAULT_PEER_CASES,
+        "--peer-cases",
+        nargs="+",
+        default=DEFAULT_PEER_CASES,
         help="the cases of the peer table, each method with a peft form against peft's own (default: the quick "
         "preset's MiniLM, 64 tokens, batch 16)",
-    )  # fmt: skip
+    )
     parser.add_argument("--peers-only", action="store_true", help="only the peer table")
     parser.add_argument(
-        "--threads", type=int, default=torch.get_num_threads(),
+        "--threads",
+        type=int,
+        default=torch.get_num_threads(),
         help="torch's CPU threads (default: torch's own); 1 where other work shares the cores: a thread that waits "
         "for a busy sibling stalls every operation, and the timings with it",
-    )  # fmt: skip
+    )
     parser.add_argument("--repeats", type=int, default=5, help="at least this many timed pairs per ratio")
     parser.add_argument("--seconds", type=float, default=2.0, help="and more pairs until this many seconds passed")
     parser.add_argument("--device", default="auto", help="auto (the GPU when present), cpu or cuda")
     parser.add_argument("--out", type=Path, help="also write the markdown to this file")
     parser.add_argument(
-        "--precision", choices=["fp32", "bf16"], default="fp32",
+        "--precision",
+        choices=["fp32", "bf16"],
+        default="fp32",
         help="bf16: every forward, the plain encoder's too, under bfloat16 autocast, as --precision bf16 trains",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     methods = comparison_methods(args.methods)  # a ConfigError names an unknown method
     torch.set_num_threads(args.threads)

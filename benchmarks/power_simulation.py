@@ -50,8 +50,10 @@ def main() -> None:
             planned = power(parts, difference, seeds, documents, alpha)
             achieved = simulated_power(parts, difference, seeds, documents, alpha, args.experiments)
             error = math.sqrt(achieved * (1 - achieved) / args.experiments)
-            print(f"| {name} | {what} | {seeds} | {documents:,} | {planned:.3f} | {achieved:.3f} ± {error:.3f} |"
-                  f" <!-- {time.perf_counter() - start:.1f} s -->")  # fmt: skip
+            print(
+                f"| {name} | {what} | {seeds} | {documents:,} | {planned:.3f} | {achieved:.3f} ± {error:.3f} |"
+                f" <!-- {time.perf_counter() - start:.1f} s -->"
+            )
 
 
 if __name__ == "__main__":

@@ -73,29 +73,48 @@ PREPARE_CALLS = {
 REST = "rest, mean (loss.item(), accumulate, Python)"
 SETUP_PHASES = ["engine (Trainer())", *PREPARE_CALLS.values(), "Engine.prepare (accelerate)", "_prepare (all of it)"]
 STEP_PHASES = [
-    "next batch (collate)", "forward", "loss (cross_entropy)", "finite check", "backward", "clip_grad_norm_",
-    "optimizer.step", "  AdamW.step alone", "scheduler.step", "zero_grad", "progress callback",
-    REST, "step (all of it)",
-]  # fmt: skip
+    "next batch (collate)",
+    "forward",
+    "loss (cross_entropy)",
+    "finite check",
+    "backward",
+    "clip_grad_norm_",
+    "optimizer.step",
+    "  AdamW.step alone",
+    "scheduler.step",
+    "zero_grad",
+    "progress callback",
+    REST,
+    "step (all of it)",
+]
 EPOCH_PHASES = [
-    "validation pass (Engine.predict)", "validation metrics", "create run folder", "write predictions + metrics line",
-    "build resume state", "write resume state", "write params",
-]  # fmt: skip
+    "validation pass (Engine.predict)",
+    "validation metrics",
+    "create run folder",
+    "write predictions + metrics line",
+    "build resume state",
+    "write resume state",
+    "write params",
+]
 FINISH_PHASES = ["finish (Trainer._finish)", "  finish: load_run", "  finish: evaluations"]
 # operator-name fragments -> the kind their self time is summed into (first match wins); dropout's own
 # mul and div_ are element-wise ops and count there
 KINDS = (
     ("matmul (addmm, mm, bmm)", ("addmm", "aten::mm", "bmm", "matmul", "aten::linear")),
     ("attention kernels (SDPA, softmax)", ("scaled_dot_product", "softmax")),
-    ("optimizer (AdamW, clipping norms)", ("Optimizer.", "_foreach", "lerp", "addcdiv", "addcmul", "adamw", "sqrt",
-                                           "linalg_vector_norm", "aten::norm")),
+    (
+        "optimizer (AdamW, clipping norms)",
+        ("Optimizer.", "_foreach", "lerp", "addcdiv", "addcmul", "adamw", "sqrt", "linalg_vector_norm", "aten::norm"),
+    ),
     ("embedding backward", ("embedding_dense_backward", "embedding_backward", "index_put", "index_add")),
     ("dropout masks (bernoulli_)", ("dropout", "bernoulli", "uniform_")),
     ("layer norm, GELU, tanh", ("layer_norm", "gelu", "tanh")),
-    ("copies, casts, cat, fills", ("copy_", "clone", "contiguous", "aten::cat", "to_copy", "empty_like", "zero_",
-                                   "fill_")),
+    (
+        "copies, casts, cat, fills",
+        ("copy_", "clone", "contiguous", "aten::cat", "to_copy", "empty_like", "zero_", "fill_"),
+    ),
     ("element-wise add/mul/div", ("aten::add", "aten::mul", "aten::div", "aten::sub", "aten::where")),
-)  # fmt: skip
+)
 
 
 class Timer:
@@ -373,8 +392,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30, help="training steps profiled (default: 30)")
     parser.add_argument("--rows", type=int, default=15, help="rows of the profile table (default: 15)")
     parser.add_argument("--threads", type=int, help="torch.set_num_threads first (default: torch's own)")
-    parser.add_argument("--epoch", action=argparse.BooleanOptionalAction, default=True,
-                        help="time a whole epoch line by line (default), or --no-epoch: only --steps steps")  # fmt: skip
+    parser.add_argument(
+        "--epoch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time a whole epoch line by line (default), or --no-epoch: only --steps steps",
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -101,8 +101,9 @@ def measure(n_examples: int, n_classes: int, repeats: int, before: bool) -> tupl
     labels, logits = epoch_data(n_examples, n_classes)
     names = [f"class {k}" for k in range(n_classes)]
     with tempfile.TemporaryDirectory() as store, estimators_before() if before else contextlib.nullcontext():
-        recorder = open_run("benchmark", method="bench", model="none", dataset="random", label_names=names,
-                            runs_dir=store)  # fmt: skip
+        recorder = open_run(
+            "benchmark", method="bench", model="none", dataset="random", label_names=names, runs_dir=store
+        )
         try:
             return timed_epochs(recorder, labels, logits, repeats)
         finally:

@@ -25,8 +25,18 @@ from peftviz.store.runs import list_runs
 
 
 def train_store(preset: str, methods: str, store: Path) -> None:
-    command = [sys.executable, "-m", "peftviz", "compare", "--preset", preset, "--methods", methods,
-               "--runs-dir", str(store)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "peftviz",
+        "compare",
+        "--preset",
+        preset,
+        "--methods",
+        methods,
+        "--runs-dir",
+        str(store),
+    ]
     print("$", " ".join(command), flush=True)
     subprocess.run(command, cwd=ROOT, check=True)
 
@@ -44,8 +54,13 @@ def compare_run(first, second) -> dict:
         a, b = first.predictions(which)[0], second.predictions(which)[0]
         largest = max(largest, float(np.abs(a - b).max()) if a.shape == b.shape else float("inf"))
     same = largest == 0.0 and len(shared) == len(evaluations(first)) == len(evaluations(second))
-    return {"run": first.label, "seed": first.seed, "evaluations": len(shared),
-            "largest difference": largest, "identical": same}  # fmt: skip
+    return {
+        "run": first.label,
+        "seed": first.seed,
+        "evaluations": len(shared),
+        "largest difference": largest,
+        "identical": same,
+    }
 
 
 def compare_stores(first: Path, second: Path) -> list[dict]:
@@ -54,8 +69,15 @@ def compare_stores(first: Path, second: Path) -> list[dict]:
     for run in list_runs(first):
         other = by_key.get((run.label, run.seed))
         if other is None or not run.metrics:
-            rows.append({"run": run.label, "seed": run.seed, "evaluations": 0, "largest difference": float("nan"),
-                         "identical": False})  # fmt: skip
+            rows.append(
+                {
+                    "run": run.label,
+                    "seed": run.seed,
+                    "evaluations": 0,
+                    "largest difference": float("nan"),
+                    "identical": False,
+                }
+            )
         else:
             rows.append(compare_run(run, other))
     return rows
@@ -65,8 +87,10 @@ def print_table(rows: list[dict]) -> None:
     print("| run | seed | evaluations compared | largest |Δp| | identical |")
     print("|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['run']} | {row['seed']} | {row['evaluations']} | {row['largest difference']:.3g} | "
-              f"{'yes' if row['identical'] else 'NO'} |")  # fmt: skip
+        print(
+            f"| {row['run']} | {row['seed']} | {row['evaluations']} | {row['largest difference']:.3g} | "
+            f"{'yes' if row['identical'] else 'NO'} |"
+        )
 
 
 def main() -> int:

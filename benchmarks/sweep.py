@@ -70,8 +70,15 @@ def one_repeat(configs) -> dict:
         warm, warm_failed = timed_sweep(configs, "ray")
     finally:
         shutdown = stop_ray()
-    return {"local": local, "startup": startup, "ray": sweep, "ray_warm": warm, "shutdown": shutdown,
-            "total": startup + sweep + shutdown, "failed": local_failed + ray_failed + warm_failed}  # fmt: skip
+    return {
+        "local": local,
+        "startup": startup,
+        "ray": sweep,
+        "ray_warm": warm,
+        "shutdown": shutdown,
+        "total": startup + sweep + shutdown,
+        "failed": local_failed + ray_failed + warm_failed,
+    }
 
 
 def machine_line() -> str:
@@ -79,8 +86,10 @@ def machine_line() -> str:
     import torch
 
     cpu = platform.processor() or platform.machine()
-    return (f"{date.today().isoformat()}, {platform.node()}: {os.cpu_count()} cores ({cpu}), torch "
-            f"{torch.__version__} with {torch.get_num_threads()} threads, ray {ray.__version__}, no GPU used")  # fmt: skip
+    return (
+        f"{date.today().isoformat()}, {platform.node()}: {os.cpu_count()} cores ({cpu}), torch "
+        f"{torch.__version__} with {torch.get_num_threads()} threads, ray {ray.__version__}, no GPU used"
+    )
 
 
 def print_repeats(rows: list[dict]) -> None:
@@ -93,10 +102,14 @@ def print_repeats(rows: list[dict]) -> None:
 def print_medians(rows: list[dict], title: str) -> None:
     median = {part: statistics.median(row[part] for row in rows) for part in PARTS}
     print(f"\n| {title}, median of {len(rows)} | wall s | ray / local |\n|---|---|---|")
-    lines = [("local engine (one process)", "local"), ("ray, 2 workers: the sweep", "ray"),
-             ("ray: the same sweep again, workers warm", "ray_warm"),
-             ("ray start-up (`ray.init` + 1 trivial task)", "startup"), ("ray shutdown", "shutdown"),
-             ("ray: start-up + sweep + shutdown", "total")]  # fmt: skip
+    lines = [
+        ("local engine (one process)", "local"),
+        ("ray, 2 workers: the sweep", "ray"),
+        ("ray: the same sweep again, workers warm", "ray_warm"),
+        ("ray start-up (`ray.init` + 1 trivial task)", "startup"),
+        ("ray shutdown", "shutdown"),
+        ("ray: start-up + sweep + shutdown", "total"),
+    ]
     for name, part in lines:
         ratio = f"{median[part] / median['local']:.2f}" if part in ("local", "ray", "ray_warm", "total") else ""
         print(f"| {name} | {median[part]:.1f} | {ratio} |")

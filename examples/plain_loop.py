@@ -92,17 +92,36 @@ def main(argv: list[str] | None = None):
     batches, label_names = loaders(args, tokenizer)
     model = probe(len(label_names))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate)
-    settings = {"epochs": args.epochs, "learning_rate": args.learning_rate, "batch_size": BATCH_SIZE,
-                "effective_batch_size": BATCH_SIZE, "seed": args.seed, "limit": args.limit,
-                "max_length": args.max_length, "optimizer": "AdamW"}  # fmt: skip
-    with open_run("minilm-linear-probe", method="linear-probe", model="minilm", dataset="bbc-news",
-                  label_names=label_names, settings=settings, runs_dir=args.runs_dir) as run:  # fmt: skip
+    settings = {
+        "epochs": args.epochs,
+        "learning_rate": args.learning_rate,
+        "batch_size": BATCH_SIZE,
+        "effective_batch_size": BATCH_SIZE,
+        "seed": args.seed,
+        "limit": args.limit,
+        "max_length": args.max_length,
+        "optimizer": "AdamW",
+    }
+    with open_run(
+        "minilm-linear-probe",
+        method="linear-probe",
+        model="minilm",
+        dataset="bbc-news",
+        label_names=label_names,
+        settings=settings,
+        runs_dir=args.runs_dir,
+    ) as run:
         for epoch in range(args.epochs):
             train_loss = train_epoch(model, batches["train"], optimizer)
             val_labels, val_logits = evaluate(model, batches["validation"])
             test_labels, test_logits = evaluate(model, batches["test"])
-            line = run.add_epoch(val_labels, logits=val_logits, test_labels=test_labels, test_logits=test_logits,
-                                 values={"train_loss": train_loss})  # fmt: skip
+            line = run.add_epoch(
+                val_labels,
+                logits=val_logits,
+                test_labels=test_labels,
+                test_logits=test_logits,
+                values={"train_loss": train_loss},
+            )
             print(f"epoch {epoch + 1}: loss {train_loss:.3f}, accuracy {line['accuracy']:.3f}, ECE {line['ece']:.3f}")
     recorded = load_run(run.path)  # leaving the block closed the run: complete (an exception: incomplete)
     print(f"recorded {recorded.name}: {recorded.status}, {recorded.epochs_done} epochs, in {recorded.path}")

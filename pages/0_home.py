@@ -18,8 +18,19 @@ from peftviz.training.progress import minutes_span
 # the runs table fits a 1280-pixel window with the sidebar open (790 of 818 px): the group key and
 # parameter count are left to the groups table and the CLI; the run folder (for `train --resume`)
 # comes last, cut with its full name on hover
-RUN_COLUMNS = ("method", "seed", "status", "epochs", "best accuracy", "ECE", "test accuracy", "trainable %",
-               "dataset", "model", "run")  # fmt: skip
+RUN_COLUMNS = (
+    "method",
+    "seed",
+    "status",
+    "epochs",
+    "best accuracy",
+    "ECE",
+    "test accuracy",
+    "trainable %",
+    "dataset",
+    "model",
+    "run",
+)
 RUN_COLUMN_CONFIG = {
     "method": st.column_config.TextColumn(width=130),
     "seed": st.column_config.NumberColumn(width=40),
@@ -32,7 +43,7 @@ RUN_COLUMN_CONFIG = {
     "dataset": st.column_config.TextColumn(width=80),
     "model": st.column_config.TextColumn(width=70),
     "run": st.column_config.TextColumn("run folder", width=75),
-}  # fmt: skip
+}
 # the groups table fits the same 818 px (805): a long dataset path or model name is cut, its full text on hover;
 # the seeds column holds "one run: seed 0" whole
 GROUP_COLUMN_CONFIG = {
@@ -44,7 +55,7 @@ GROUP_COLUMN_CONFIG = {
     "complete": st.column_config.NumberColumn(width=65),
     "test accuracy": st.column_config.TextColumn(width=150),
     "test ECE": st.column_config.TextColumn(width=150),
-}  # fmt: skip
+}
 RESUME = ".venv/bin/peftviz train --resume RUN"  # as the README names the console command
 REPORT = Settings()  # the groups table's numbers: `report`'s at its defaults
 # the quick comparison's method sets (`compare --methods`), as the radio names them
@@ -64,8 +75,10 @@ def status_note(runs) -> str:
         notes.append("Training runs are being written now; their finished epochs load.")
     if "incomplete" in statuses:
         resumable = any(run.status == "incomplete" and run.trained_here for run in runs)
-        notes.append("Incomplete runs were stopped (their writer is gone); their finished epochs load" +
-                     (f", and `{RESUME}` continues one trained here." if resumable else "."))  # fmt: skip
+        notes.append(
+            "Incomplete runs were stopped (their writer is gone); their finished epochs load"
+            + (f", and `{RESUME}` continues one trained here." if resumable else ".")
+        )
     return " ".join(notes)
 
 
@@ -75,12 +88,16 @@ def quick_time_note(runs) -> str:
     settings = {name: PRESETS["quick"][name] for name in ("model", "limit", "max_length", "epochs", "batch_size")}
     found = measured_minutes(runs, settings)
     if not found:
-        return ("Measured at 1.6 to 2.5 minutes per run on 2 CPU cores (the quick comparison in docs/results.md); no quick run has "
-                f"finished in this store yet to time this one ({os.cpu_count()} CPU cores).")  # fmt: skip
+        return (
+            "Measured at 1.6 to 2.5 minutes per run on 2 CPU cores (the quick comparison in docs/results.md); no quick run has "
+            f"finished in this store yet to time this one ({os.cpu_count()} CPU cores)."
+        )
     minutes = sorted(m for m, _ in found)
     where = sorted({w for _, w in found})
-    return (f"{minutes_span(minutes[0], minutes[-1])} minutes per run ({len(found)} quick run(s) of this store, "
-            f"trained on {'; '.join(where)}), plus loading.")  # fmt: skip
+    return (
+        f"{minutes_span(minutes[0], minutes[-1])} minutes per run ({len(found)} quick run(s) of this store, "
+        f"trained on {'; '.join(where)}), plus loading."
+    )
 
 
 where = "the store" if jobpanel.policy().shared else f"`{store_dir()}`"  # a shared server keeps its paths
@@ -111,20 +128,28 @@ if runs:
         with st.spinner("Estimating each group's test numbers with their intervals…"):
             rows = [appkit.per_run(group_row, group) for group in groups]  # cached until a run changes
         st.dataframe(rows, hide_index=True, width="stretch", column_config=GROUP_COLUMN_CONFIG)
-        st.caption("Runs that differ only in the training seed. Test accuracy and ECE of the best epoch's models, "
-                   "as `report` gives them at its defaults and the Calibration page at the same settings: the mean "
-                   "over the seeds that finished (complete) [95% interval from the two-level bootstrap over seeds "
-                   f"and test documents, {REPORT.n_resamples:,} resamples, seed {REPORT.seed}, {REPORT.n_bins} "
-                   "equal-width bins; one run: over its test documents]. The Calibration page compares the groups "
-                   "with significance tests.")  # fmt: skip
+        st.caption(
+            "Runs that differ only in the training seed. Test accuracy and ECE of the best epoch's models, "
+            "as `report` gives them at its defaults and the Calibration page at the same settings: the mean "
+            "over the seeds that finished (complete) [95% interval from the two-level bootstrap over seeds "
+            f"and test documents, {REPORT.n_resamples:,} resamples, seed {REPORT.seed}, {REPORT.n_bins} "
+            "equal-width bins; one run: over its test documents]. The Calibration page compares the groups "
+            "with significance tests."
+        )
         for line in appkit.shared(groups_left_out, runs, groups):  # one line per reason, naming the runs
             st.caption(line)
 else:
     st.info(f"No runs in {where} yet.")
 
 with st.expander("Train the quick comparison", expanded=not runs):
-    method_set = st.radio("Methods", METHOD_SETS, format_func=lambda name: SET_LABELS.get(name, name), horizontal=True,
-                          key="home_methods", help="the sets of `python -m peftviz compare --methods`")  # fmt: skip
+    method_set = st.radio(
+        "Methods",
+        METHOD_SETS,
+        format_func=lambda name: SET_LABELS.get(name, name),
+        horizontal=True,
+        key="home_methods",
+        help="the sets of `python -m peftviz compare --methods`",
+    )
     configs = comparison_configs("quick", method_set)
     quick = PRESETS["quick"]
     st.markdown(
@@ -132,10 +157,16 @@ with st.expander("Train the quick comparison", expanded=not runs):
         f"{quick['max_length']} tokens, {quick['epochs']} epochs): {', '.join(config.name for config in configs)}. "
         + quick_time_note(runs)
     )
-    n_seeds = int(st.number_input(
-        "Training seeds", 1, 10, 1, help="each method once per seed (0, 1, …) on the same split; with two or more "
-        "seeds the Calibration page shows each method's mean with an interval and which differences are significant",
-    ))  # fmt: skip
+    n_seeds = int(
+        st.number_input(
+            "Training seeds",
+            1,
+            10,
+            1,
+            help="each method once per seed (0, 1, …) on the same split; with two or more "
+            "seeds the Calibration page shows each method's mean with an interval and which differences are significant",
+        )
+    )
     engine = jobpanel.engine_choice()
     if st.button("Train the quick comparison", type="primary"):
         jobpanel.submit(over_seeds(configs, list(range(n_seeds))), engine=engine)

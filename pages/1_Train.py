@@ -19,12 +19,30 @@ from peftviz.run_config import PRESET_DATASET_SETTINGS, PRESETS, TrainConfig, ov
 from peftviz.sweep.variants import check_start, starting_runs
 from peftviz.training.engine import check_machine
 
-SETTINGS = ("epochs", "learning_rate", "max_length", "batch_size", "limit", "seed", "schedule", "pooling", "precision",
-            "gradient_checkpointing")  # fmt: skip
-LABELS = {"epochs": "Epochs", "learning_rate": "Learning rate", "max_length": "Tokens per document",
-          "batch_size": "Batch size", "limit": "Examples per split", "seed": "First training seed",
-          "schedule": "Learning-rate schedule", "pooling": "Pooling", "precision": "Precision",
-          "gradient_checkpointing": "Gradient checkpointing"}  # fmt: skip
+SETTINGS = (
+    "epochs",
+    "learning_rate",
+    "max_length",
+    "batch_size",
+    "limit",
+    "seed",
+    "schedule",
+    "pooling",
+    "precision",
+    "gradient_checkpointing",
+)
+LABELS = {
+    "epochs": "Epochs",
+    "learning_rate": "Learning rate",
+    "max_length": "Tokens per document",
+    "batch_size": "Batch size",
+    "limit": "Examples per split",
+    "seed": "First training seed",
+    "schedule": "Learning-rate schedule",
+    "pooling": "Pooling",
+    "precision": "Precision",
+    "gradient_checkpointing": "Gradient checkpointing",
+}
 
 ANY_PEFT_TUNER = f"{PEFT_PREFIX}<TYPE>…"  # the method picker's last choice: any tuner of peft, by its type
 
@@ -32,13 +50,21 @@ ANY_PEFT_TUNER = f"{PEFT_PREFIX}<TYPE>…"  # the method picker's last choice: a
 def pick_method() -> str:
     """A registered method, or `peft:<TYPE>` for any tuner of Hugging Face peft, its type picked from peft's."""
     choices = [*METHODS, ANY_PEFT_TUNER]
-    picked = st.selectbox("Method", choices, index=choices.index(DEFAULT_METHOD), key="train_method",
-                          help=f"{ANY_PEFT_TUNER}: any tuner Hugging Face peft has, by its peft type")  # fmt: skip
+    picked = st.selectbox(
+        "Method",
+        choices,
+        index=choices.index(DEFAULT_METHOD),
+        key="train_method",
+        help=f"{ANY_PEFT_TUNER}: any tuner Hugging Face peft has, by its peft type",
+    )
     if picked != ANY_PEFT_TUNER:
         return picked
-    peft_type = st.selectbox("peft tuner type", tuner_types(), key="train_peft_type",
-                             help="peft's tuner types; a type peft cannot apply to an encoder is refused in one "
-                             "line when it trains")  # fmt: skip
+    peft_type = st.selectbox(
+        "peft tuner type",
+        tuner_types(),
+        key="train_peft_type",
+        help="peft's tuner types; a type peft cannot apply to an encoder is refused in one line when it trains",
+    )
     return f"{PEFT_PREFIX}{peft_type}"
 
 
@@ -93,32 +119,47 @@ except PeftvizError as err:  # a peft type whose defaults peft refuses (X-LoRA's
     st.stop()
 with right:
     with st.expander("Training settings", expanded=True):
-        st.caption("A setting you change stays when you change the method; one you leave follows the method's "
-                   "own default (the learning rate). A preset fills in all of them anew.")  # fmt: skip
+        st.caption(
+            "A setting you change stays when you change the method; one you leave follows the method's "
+            "own default (the learning rate). A preset fills in all of them anew."
+        )
         # keyed by the preset, not the method: another method keeps these settings (`options_form` lets one left
         # at its default follow the new one). A preset with settings of its own per dataset (paper-long: 20
         # epochs on hyperpartisan) refills the form
         form = f"train.{preset}" + (f".{dataset}" if preset in PRESET_DATASET_SETTINGS else "")
-        settings = appkit.options_form(TrainConfig, defaults.to_dict(), key=form, only=SETTINGS,
-                                       labels=LABELS)  # fmt: skip
-        n_seeds = int(st.number_input(
-            "Number of seeds", 1, 10, 1, help="Train once per training seed, counting up from the first training seed "
-            "(first 4, two seeds: 4 and 5); the split stays the same, so the runs form a group that the Calibration "
-            "page shows as a mean with an interval",
-        ))  # fmt: skip
+        settings = appkit.options_form(TrainConfig, defaults.to_dict(), key=form, only=SETTINGS, labels=LABELS)
+        n_seeds = int(
+            st.number_input(
+                "Number of seeds",
+                1,
+                10,
+                1,
+                help="Train once per training seed, counting up from the first training seed "
+                "(first 4, two seeds: 4 and 5); the split stays the same, so the runs form a group that the Calibration "
+                "page shows as a mean with an interval",
+            )
+        )
     with st.expander(f"{method} options", expanded=True):
         # an option naming another run is a choice among the store's runs that fit, never a typed path
         link = METHODS[method].start_option()
         links = {link: starting_runs(METHODS[method], store_runs, model)} if link else {}
-        options = appkit.options_form(METHODS[method].config_class, defaults.method_options, key=method, links=links,
-                                      labels=dict.fromkeys(links, "Start from run"))  # fmt: skip
+        options = appkit.options_form(
+            METHODS[method].config_class,
+            defaults.method_options,
+            key=method,
+            links=links,
+            labels=dict.fromkeys(links, "Start from run"),
+        )
 rate_note = METHODS[method].learning_rate_note(settings["learning_rate"])
 if rate_note:
     st.warning(rate_note)  # a warning, not a refusal: it trains as asked
 
-anew = st.checkbox("Train anew even if a run with these settings and seed exists", key="train_anew",
-                   help="without it, a run the store holds complete is not trained again and a stopped one is resumed; "
-                   "with it, a new run is trained and marked as a repeat, which no group counts as a seed")  # fmt: skip
+anew = st.checkbox(
+    "Train anew even if a run with these settings and seed exists",
+    key="train_anew",
+    help="without it, a run the store holds complete is not trained again and a stopped one is resumed; "
+    "with it, a new run is trained and marked as a repeat, which no group counts as a seed",
+)
 if st.button("Train", type="primary"):
     try:
         if not dataset:
@@ -141,8 +182,14 @@ def import_form(preset: str, dataset: str | None) -> None:
     """A model trained elsewhere, evaluated on the data chosen above and stored as a run (in the background)."""
     source = st.text_input("Folder or hub id", placeholder="./my-lora-adapter or owner/name", key="import_source")
     base = st.text_input("Base model (adapters only)", placeholder="default: the adapter's own", key="import_base")
-    seed = st.number_input("Training seed it was trained with", 0, 2**32 - 1, 0, key="import_seed",
-                           help="imports that differ only in their seed form a group on the Calibration page")  # fmt: skip
+    seed = st.number_input(
+        "Training seed it was trained with",
+        0,
+        2**32 - 1,
+        0,
+        key="import_seed",
+        help="imports that differ only in their seed form a group on the Calibration page",
+    )
     if st.button("Import", key="train_import"):
         try:
             if not dataset:

@@ -30,8 +30,12 @@ appkit.page(
 
 def ece_figure(units: list[Group], labels: list[str], n_bins, scheme, n_resamples, band: str, epoch: int, series):
     """The units' ECE over epochs (`analysis.unit_ece_over_epochs`, cached per unit) in one figure."""
-    curves = pd.concat([appkit.per_run(analysis.unit_ece_over_epochs, unit, n_bins, scheme, n_resamples, label)
-                        for unit, label in zip(units, labels)])  # fmt: skip
+    curves = pd.concat(
+        [
+            appkit.per_run(analysis.unit_ece_over_epochs, unit, n_bins, scheme, n_resamples, label)
+            for unit, label in zip(units, labels)
+        ]
+    )
     return figures.ece_over_epochs_figure(curves, scheme, n_bins, band, epoch, series)
 
 
@@ -96,16 +100,20 @@ def plan_panel(judged: list[Group], settings: group_stats.Settings, metric: str,
     """Beside the differences: how many seeds, or test documents, each would need to be detected."""
     st.markdown(f"**How many seeds an answer needs** ({heading})")
     if sum(len(unit.runs) >= 2 for unit in judged) < 2:
-        st.caption("Planning needs two groups of two seeds or more: one run cannot tell the seeds' variance from "
-                   "the test set's.")  # fmt: skip
+        st.caption(
+            "Planning needs two groups of two seeds or more: one run cannot tell the seeds' variance from "
+            "the test set's."
+        )
         return
     table = appkit.shared(power.power_table, judged, settings, (metric,))
     st.table(power.panel_table(table, metric), border="horizontal", hide_index=True)
-    st.caption(f"For each pair: the power this comparison had to detect the difference seen, and the fewest seeds on "
-               f"these documents, or documents at these seeds, that detect it with 80% power at 0.05 over the "
-               f"{len(table)} pairs in `report`'s test (1,000 resamples), if the difference seen is the true one and "
-               "the seeds' and documents' variances stay as the two-level bootstrap separates them here; with 200 "
-               "resamples those are rougher (docs/statistics.md).")  # fmt: skip
+    st.caption(
+        f"For each pair: the power this comparison had to detect the difference seen, and the fewest seeds on "
+        f"these documents, or documents at these seeds, that detect it with 80% power at 0.05 over the "
+        f"{len(table)} pairs in `report`'s test (1,000 resamples), if the difference seen is the true one and "
+        "the seeds' and documents' variances stay as the two-level bootstrap separates them here; with 200 "
+        "resamples those are rougher (docs/statistics.md)."
+    )
 
 
 # ---------------------------------------------------------------- what to show
@@ -113,15 +121,24 @@ chosen = appkit.choose_units("calibration", MAX_DEFAULT_UNITS)
 units, names, series, as_groups, runs = chosen.units, chosen.names, chosen.series, chosen.as_groups, chosen.runs
 
 left, middle, right, far = st.columns(4)
-scheme = left.radio("Bins", list(analysis.SCHEME_NAMES), format_func=analysis.SCHEME_NAMES.get, horizontal=True,
-                     key="calibration_scheme")  # fmt: skip
+scheme = left.radio(
+    "Bins",
+    list(analysis.SCHEME_NAMES),
+    format_func=analysis.SCHEME_NAMES.get,
+    horizontal=True,
+    key="calibration_scheme",
+)
 n_bins = middle.slider("Number of bins", 5, 30, 10, key="calibration_bins")
 max_epoch = max(max(analysis.finished_epochs(run)) for run in runs)
 epoch = right.slider("Epoch", 1, max_epoch, max_epoch, key="calibration_epoch") if max_epoch > 1 else 1
 right.caption("Runs with fewer finished epochs show their last one.")
-n_resamples = far.radio("Bootstrap resamples", group_stats.RESAMPLE_CHOICES, horizontal=True,
-                        help="Resamples of the examples behind every interval; seeded, so numbers repeat.",
-                        key="calibration_resamples")  # fmt: skip
+n_resamples = far.radio(
+    "Bootstrap resamples",
+    group_stats.RESAMPLE_CHOICES,
+    horizontal=True,
+    help="Resamples of the examples behind every interval; seeded, so numbers repeat.",
+    key="calibration_resamples",
+)
 
 
 # ---------------------------------------------------------------- diagrams
@@ -155,15 +172,22 @@ def classwise_diagrams(runs):
         table = bins_table(analysis.classwise_table, run)
         if table is not None:
             appkit.chart(appkit.shared(figures.classwise_figure, table), f"classwise-{run.name}", data=table)
-    st.caption("For each class k, every prediction's probability of k (p_k), binned as chosen above, against "
-               "whether the example is of class k (Kull et al. 2019). The classwise ECE is the mean of the classes' "
-               "ECEs. Whiskers: 95% Wilson interval of the fraction of class k in each bin (n_b predictions).")  # fmt: skip
+    st.caption(
+        "For each class k, every prediction's probability of k (p_k), binned as chosen above, against "
+        "whether the example is of class k (Kull et al. 2019). The classwise ECE is the mean of the classes' "
+        "ECEs. Whiskers: 95% Wilson interval of the fraction of class k in each bin (n_b predictions)."
+    )
 
 
 if not as_groups:
-    diagram = st.radio("Diagram", ["top-label", CLASSWISE], horizontal=True, key="calibration_diagram",
-                       help="Top-label: each prediction's confidence against whether it is right. Classwise: "
-                       "one diagram per class k, p_k against whether the example is of class k.")  # fmt: skip
+    diagram = st.radio(
+        "Diagram",
+        ["top-label", CLASSWISE],
+        horizontal=True,
+        key="calibration_diagram",
+        help="Top-label: each prediction's confidence against whether it is right. Classwise: "
+        "one diagram per class k, p_k against whether the example is of class k.",
+    )
     (classwise_diagrams if diagram == CLASSWISE else top_label_diagrams)(runs)
 band = f"95% bootstrap over {n_resamples} resamples of the examples"  # a run's; the figure says a group's
 title = f"Smooth reliability diagram (relplot) · epoch {epoch} validation"
@@ -174,20 +198,32 @@ try:
         raise RunError(at_epoch.nothing_left())
     with st.spinner("Smoothing the reliability curves…"):
         smooth = appkit.shared(
-            smooth_figure, at_epoch.units, [names[u.key] for u in at_epoch.units], epoch, n_resamples, title, band,
+            smooth_figure,
+            at_epoch.units,
+            [names[u.key] for u in at_epoch.units],
+            epoch,
+            n_resamples,
+            title,
+            band,
             series,
-        )  # fmt: skip
+        )
 except PeftvizError as err:
     appkit.show_error(err)
 else:
     appkit.chart(smooth, "smooth-reliability")
     few = analysis.MIN_BAND_SEEDS
-    st.caption("Kernel-smoothed accuracy against confidence, with the bandwidth that relplot's smooth ECE "
-               "chooses: no bins to choose. The curve is drawn where about one prediction or more lies within one "
-               "bandwidth; where a run made no predictions there is nothing to smooth."
-               + (f" A group of fewer than {few} seeds has no band: the t-interval of two seeds' mean is ±6.4 times "
-                  "their curves' gap (t at one degree of freedom is 12.7), too few seeds for a band, so its seeds' "
-                  "curves are drawn instead." if any(1 < len(u.runs) < few for u in at_epoch.units) else ""))  # fmt: skip
+    st.caption(
+        "Kernel-smoothed accuracy against confidence, with the bandwidth that relplot's smooth ECE "
+        "chooses: no bins to choose. The curve is drawn where about one prediction or more lies within one "
+        "bandwidth; where a run made no predictions there is nothing to smooth."
+        + (
+            f" A group of fewer than {few} seeds has no band: the t-interval of two seeds' mean is ±6.4 times "
+            "their curves' gap (t at one degree of freedom is 12.7), too few seeds for a band, so its seeds' "
+            "curves are drawn instead."
+            if any(1 < len(u.runs) < few for u in at_epoch.units)
+            else ""
+        )
+    )
 
 st.subheader("ECE over epochs")
 drawn = []
@@ -198,22 +234,35 @@ for unit in units:
     except PeftvizError as err:
         appkit.show_error(err)
 if drawn:
-    band = ("95% bootstrap over seeds and validation examples (dotted: each seed)" if as_groups
-            else f"95% percentile bootstrap over {n_resamples} resamples of the validation examples")  # fmt: skip
-    figure = appkit.shared(ece_figure, drawn, [names[u.key] for u in drawn], n_bins, scheme, n_resamples, band, epoch,
-                           series)  # fmt: skip
+    band = (
+        "95% bootstrap over seeds and validation examples (dotted: each seed)"
+        if as_groups
+        else f"95% percentile bootstrap over {n_resamples} resamples of the validation examples"
+    )
+    figure = appkit.shared(
+        ece_figure, drawn, [names[u.key] for u in drawn], n_bins, scheme, n_resamples, band, epoch, series
+    )
     appkit.chart(figure, "ece-over-epochs")
     if line := analysis.short_groups_line(drawn):  # an epoch only some seeds finished is not drawn
         st.caption(line)
 
 # ---------------------------------------------------------------- comparison
 st.subheader("Comparison")
-split = st.radio("Judge on", ["test (best epoch)", "validation (chosen epoch)"], horizontal=True,
-                 help="The best epoch is chosen on validation, so its validation numbers are optimistic.",
-                 key="calibration_split")  # fmt: skip
-metrics = st.multiselect("Metrics", list(estimators.ESTIMATORS), default=list(estimators.DEFAULT_METRICS),
-                         format_func=lambda name: estimators.ESTIMATORS[name].heading, key="calibration_metrics",
-                         help="None chosen: the defaults.") or list(estimators.DEFAULT_METRICS)  # fmt: skip
+split = st.radio(
+    "Judge on",
+    ["test (best epoch)", "validation (chosen epoch)"],
+    horizontal=True,
+    help="The best epoch is chosen on validation, so its validation numbers are optimistic.",
+    key="calibration_split",
+)
+metrics = st.multiselect(
+    "Metrics",
+    list(estimators.ESTIMATORS),
+    default=list(estimators.DEFAULT_METRICS),
+    format_func=lambda name: estimators.ESTIMATORS[name].heading,
+    key="calibration_metrics",
+    help="None chosen: the defaults.",
+) or list(estimators.DEFAULT_METRICS)
 settings = group_stats.Settings("test" if split.startswith("test") else epoch, n_bins, scheme, n_resamples)
 judging = analysis.judgeable(units, settings.which, one_split=True)
 judged = judging.units
@@ -227,30 +276,45 @@ except PeftvizError as err:
 else:
     stats = shown["stats"]
     st.table(shown["summary"], border="horizontal", hide_index=True)
-    st.caption(f"Each cell: value [95% interval, from {n_resamples:,} bootstrap resamples, seed 0]. One run: "
-               "bootstrap over the examples. Several seeds: mean over seeds, with a bootstrap that resamples the "
-               "seeds and the test examples together, so the interval holds both the training randomness and the "
-               f"test set's own noise. {appkit.report_note(settings)}"
-               + (f" {note}" if (note := analysis.below_zero_note(stats.summary)) else ""))  # fmt: skip
+    st.caption(
+        f"Each cell: value [95% interval, from {n_resamples:,} bootstrap resamples, seed 0]. One run: "
+        "bootstrap over the examples. Several seeds: mean over seeds, with a bootstrap that resamples the "
+        "seeds and the test examples together, so the interval holds both the training randomness and the "
+        f"test set's own noise. {appkit.report_note(settings)}"
+        + (f" {note}" if (note := analysis.below_zero_note(stats.summary)) else "")
+    )
     if shown["pairs"] is not None:
         st.table(shown["pairs"], border="horizontal", hide_index=True)
-        st.caption("Differences A − B; * marks a difference significant at 5% after Holm's correction over the "
-                   "pairs, per metric. Single runs: paired bootstrap on the same examples; groups: the same "
-                   "bootstrap over seeds and examples, seeds paired where both groups have the same ones.")  # fmt: skip
+        st.caption(
+            "Differences A − B; * marks a difference significant at 5% after Holm's correction over the "
+            "pairs, per metric. Single runs: paired bootstrap on the same examples; groups: the same "
+            "bootstrap over seeds and examples, seeds paired where both groups have the same ones."
+        )
         if shown["improvement"] is not None:
             st.table(shown["improvement"], border="horizontal", hide_index=True)
-            st.caption("P(A better than B): the chance that a run of A beats a run of B on the metric (Agarwal et "
-                       "al. 2021), with its 95% interval over the same resamples. 0.5: no better than a coin.")  # fmt: skip
+            st.caption(
+                "P(A better than B): the chance that a run of A beats a run of B on the metric (Agarwal et "
+                "al. 2021), with its 95% interval over the same resamples. 0.5: no better than a coin."
+            )
         st.markdown(shown["words"])
-        metric = st.selectbox("Differences in", stats.metrics, format_func=lambda n: estimators.ESTIMATORS[n].heading,
-                              key="calibration_difference_metric")  # fmt: skip
+        metric = st.selectbox(
+            "Differences in",
+            stats.metrics,
+            format_func=lambda n: estimators.ESTIMATORS[n].heading,
+            key="calibration_difference_metric",
+        )
         heading = estimators.ESTIMATORS[metric].heading
         appkit.chart(appkit.shared(figures.differences_figure, stats.pairs, metric, heading, series), "differences")
         plan_panel(judged, settings, metric, heading)
     for name, table in (("summary", stats.summary), ("pairs", stats.pairs)):
-        st.download_button(f"Download the {name} (CSV)", lambda table=table: table.to_csv(index=False),
-                           file_name=f"comparison-{name}.csv", mime="text/csv", on_click="ignore",
-                           key=f"comparison-{name}-csv")  # fmt: skip
+        st.download_button(
+            f"Download the {name} (CSV)",
+            lambda table=table: table.to_csv(index=False),
+            file_name=f"comparison-{name}.csv",
+            mime="text/csv",
+            on_click="ignore",
+            key=f"comparison-{name}-csv",
+        )
 
 # ---------------------------------------------------------------- recalibration
 st.subheader("Recalibration")
@@ -261,8 +325,13 @@ if with_test:
     settings = group_stats.Settings("test", n_bins, scheme, n_resamples)
     try:
         table = appkit.per_run(analysis.recalibration_estimates, run, settings, tuple(metrics))
-        method = st.radio("Diagram", list(analysis.RECALIBRATION_NAMES)[1:], horizontal=True,
-                          format_func=analysis.RECALIBRATION_NAMES.get, key="recalibration_map")  # fmt: skip
+        method = st.radio(
+            "Diagram",
+            list(analysis.RECALIBRATION_NAMES)[1:],
+            horizontal=True,
+            format_func=analysis.RECALIBRATION_NAMES.get,
+            key="recalibration_map",
+        )
         result = appkit.per_run(analysis.recalibration_bins, run, method, n_bins, scheme)
     except PeftvizError as err:
         appkit.show_error(err)

@@ -85,8 +85,10 @@ st.caption(
     f"predicted: {names[predicted]} ({doc.probs[predicted]:.2f}) · {doc.n_prefix_keys} prefix keys"
 )
 if doc.local_window:
-    st.caption(f"Longformer: a token reads the global tokens (prefix positions and the first token) and the "
-               f"{doc.local_window} tokens on either side of it; weights outside that window are 0.")  # fmt: skip
+    st.caption(
+        f"Longformer: a token reads the global tokens (prefix positions and the first token) and the "
+        f"{doc.local_window} tokens on either side of it; weights outside that window are 0."
+    )
 if run.method_class.attention_note:
     st.caption(run.method_class.attention_note)
 appkit.side_by_side(analysis.kernel_explanation(run) or ())  # a kernel run: λ(C) beside α
@@ -96,8 +98,10 @@ if doc.n_prefix_keys:
     appkit.chart(grid, "grid", left)
     appkit.chart(profile, "profile", right)
 else:
-    st.info(f"{run.label} has no prefix keys: queries read only the text, so λ(C) does not apply. Below, the "
-            "encoder's attention.")  # fmt: skip
+    st.info(
+        f"{run.label} has no prefix keys: queries read only the text, so λ(C) does not apply. Below, the "
+        "encoder's attention."
+    )
 
 cols = st.columns(4)
 layer = cols[0].selectbox("Layer", range(doc.n_layers), format_func=lambda i: f"layer {i + 1}")

@@ -85,13 +85,17 @@ def show_alpha(run: Run | None, runs: list[Run]) -> None:
     exact = kernel.exact_row(sweep or [])
     if exact and kernel.alpha_free(run):
         stored = run.best_metrics.get("accuracy", float("nan"))
-        st.caption(f"The dashed line, exact λ(C), is the run itself: accuracy {exact['accuracy']:.4f} "
-                   f"(stored at its best epoch: {stored:.4f}).")  # fmt: skip
+        st.caption(
+            f"The dashed line, exact λ(C), is the run itself: accuracy {exact['accuracy']:.4f} "
+            f"(stored at its best epoch: {stored:.4f})."
+        )
     if trained:
         st.caption("Diamonds: kernel runs of the store, each at the α it was trained with (best validation epoch).")
     if any(row["n"] > 1 for row in trained):
-        st.caption("Where an α was trained at several seeds, its diamond is the mean over the seeds with a 95% "
-                   "t-interval over them as the error bar, and each seed is a small dot.")  # fmt: skip
+        st.caption(
+            "Where an α was trained at several seeds, its diamond is the mean over the seeds with a 95% "
+            "t-interval over them as the error bar, and each seed is a small dot."
+        )
 
 
 def show_training() -> None:

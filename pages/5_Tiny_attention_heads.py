@@ -89,9 +89,11 @@ def show_group_averaging(run: Run, runs: list[Run]) -> None:
         appkit.show_error(err)
         return
     st.dataframe(table, hide_index=True, key="tiny_heads_group_table")
-    st.caption("mean: over the seeds of this setting; low–high: 95% Student t interval of that mean over the seeds, "
-               "cut to the quantity's range (a score to [0, 1], its change to [−1, 1]); "
-               "change: each seed's after − before, then averaged. One column per seed: its own value.")  # fmt: skip
+    st.caption(
+        "mean: over the seeds of this setting; low–high: 95% Student t interval of that mean over the seeds, "
+        "cut to the quantity's range (a score to [0, 1], its change to [−1, 1]); "
+        "change: each seed's after − before, then averaged. One column per seed: its own value."
+    )
 
 
 all_runs = appkit.runs(usable_only=True)
@@ -100,8 +102,12 @@ candidates = tiny_heads.multi_head_first(all_runs)  # opens on a multi-head run:
 if not candidates:
     st.info("No runs with attention heads to average in the store yet: train one on the Home or Train page.")
     st.stop()
-run = appkit.pick_run("Tiny-attention run", candidates, key="tiny_heads_run",
-                     help="Heads and similarity are per run; the members of a group differ in the seed.")  # fmt: skip
+run = appkit.pick_run(
+    "Tiny-attention run",
+    candidates,
+    key="tiny_heads_run",
+    help="Heads and similarity are per run; the members of a group differ in the seed.",
+)
 try:
     layers = run_weights(run)
 except PeftvizError as err:

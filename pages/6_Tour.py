@@ -38,8 +38,15 @@ def go_to(index: int) -> None:
 
 
 def prefixes_figure(runs, in_store):
-    rows = [{"label": run.label, "trainable": run.parameters["trainable"], "total": run.parameters["total"],
-             "color": palette.color(in_store[run.name])} for run in runs]  # fmt: skip
+    rows = [
+        {
+            "label": run.label,
+            "trainable": run.parameters["trainable"],
+            "total": run.parameters["total"],
+            "color": palette.color(in_store[run.name]),
+        }
+        for run in runs
+    ]
     return trainable_figure(sorted(rows, key=lambda row: -row["trainable"]))
 
 
@@ -64,10 +71,18 @@ def calibration_figure(runs, in_store):
     a group's seed mean, named as such."""
     groups = group_runs(runs)
     names = calibration_analysis.display_names([group.runs[0] for group in groups])
-    names = {group.key: names[group.runs[0].name] if len(group.runs) == 1 else
-             f"{group.label} · mean of seeds {','.join(map(str, group.seeds))}" for group in groups}  # fmt: skip
-    curves = pd.concat([appkit.per_run(calibration_analysis.unit_ece_over_epochs, group, 10, "width", 200,
-                                       names[group.key]) for group in groups])  # fmt: skip
+    names = {
+        group.key: names[group.runs[0].name]
+        if len(group.runs) == 1
+        else f"{group.label} · mean of seeds {','.join(map(str, group.seeds))}"
+        for group in groups
+    }
+    curves = pd.concat(
+        [
+            appkit.per_run(calibration_analysis.unit_ece_over_epochs, group, 10, "width", 200, names[group.key])
+            for group in groups
+        ]
+    )
     series = {names[group.key]: palette.unit_series(group.runs, in_store) for group in groups}
     band = "95% bootstrap over 200 resamples of the validation examples"
     if any(len(group.runs) > 1 for group in groups):
@@ -82,8 +97,13 @@ def averaging_figure(runs, in_store):
     return tiny_figures.similarity_figure(similarities[layer], layer)
 
 
-FIGURES = {"prefixes": prefixes_figure, "attention": attention_figure, "kernel": kernel_figure,
-           "calibration": calibration_figure, "averaging": averaging_figure}  # fmt: skip
+FIGURES = {
+    "prefixes": prefixes_figure,
+    "attention": attention_figure,
+    "kernel": kernel_figure,
+    "calibration": calibration_figure,
+    "averaging": averaging_figure,
+}
 
 
 def step_figure(key: str, runs, in_store):
@@ -110,10 +130,24 @@ asked = st.query_params.get("step", 1)
 index = tour.step_index(asked)
 step = tour.STEPS[index]
 back, heading, forward = st.columns([1, 10, 1], vertical_alignment="center")
-back.button("←", key="tour_back", shortcut="Left", disabled=index == 0, on_click=go_to, args=(index - 1,),
-            help="previous step (← key)")  # fmt: skip
-forward.button("→", key="tour_next", shortcut="Right", disabled=index == len(tour.STEPS) - 1, on_click=go_to,
-               args=(index + 1,), help="next step (→ key)")  # fmt: skip
+back.button(
+    "←",
+    key="tour_back",
+    shortcut="Left",
+    disabled=index == 0,
+    on_click=go_to,
+    args=(index - 1,),
+    help="previous step (← key)",
+)
+forward.button(
+    "→",
+    key="tour_next",
+    shortcut="Right",
+    disabled=index == len(tour.STEPS) - 1,
+    on_click=go_to,
+    args=(index + 1,),
+    help="next step (→ key)",
+)
 heading.title(f"{index + 1} / {len(tour.STEPS)} · {step.title}")
 if note := tour.unknown_step(asked):
     st.warning(note)

@@ -21,9 +21,17 @@ _LAZY = {
     "build_classifier": "peftviz.classifier",
 }
 __all__ = [  # noqa: RUF022  (the order of _LAZY above)
-    "DEFAULT_MODEL", "ModelLoadError", "PeftvizError", "load_encoder", "tiny_encoder", "METHODS", "make_method",
-    "ClassifierOutput", "PeftClassifier", "build_classifier",
-]  # fmt: skip
+    "DEFAULT_MODEL",
+    "ModelLoadError",
+    "PeftvizError",
+    "load_encoder",
+    "tiny_encoder",
+    "METHODS",
+    "make_method",
+    "ClassifierOutput",
+    "PeftClassifier",
+    "build_classifier",
+]
 
 
 def __getattr__(name: str):

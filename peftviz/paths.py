@@ -57,5 +57,7 @@ def minilm_path() -> Path:
 def hub_off() -> bool:
     """Whether the Hugging Face hub is switched off (HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE), read now:
     huggingface_hub reads it once, at import."""
-    return any(os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
-               for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))  # fmt: skip
+    return any(
+        os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )

@@ -115,8 +115,12 @@ def open_run(
     config, extra = _config(name, method, model, dataset, settings, options)
     given = sorted(set(settings) - set(extra) | {"epochs"})  # epochs: the plan, or the epochs recorded
     recorded = {"by": by, "settings": extra, "given": given}
-    record = {"label_names": names, "parameters": parameters, "environment": _environment(device, processes),
-              "recorded": recorded}  # fmt: skip
+    record = {
+        "label_names": names,
+        "parameters": parameters,
+        "environment": _environment(device, processes),
+        "recorded": recorded,
+    }
     try:
         schema.check_record(record)
     except schema.Corrupt as err:
@@ -134,8 +138,9 @@ def _check_text(value, argument: str, limit: int) -> str:
     if not isinstance(value, str):
         raise RecordError(f"{argument} must be text, not {shown(value)}")
     if not value.strip() or len(value) > limit:
-        raise RecordError(f"{argument} must be 1 to {limit} characters (not only spaces), not {len(value)}: "
-                          f"{shown(value)}")  # fmt: skip
+        raise RecordError(
+            f"{argument} must be 1 to {limit} characters (not only spaces), not {len(value)}: {shown(value)}"
+        )
     if breaks_lines(value):
         raise RecordError(f"{argument} must be one line of text, without control characters: {shown(value)}")
     return value
@@ -236,8 +241,10 @@ def _device(device):
         raise RecordError(f"device {shown(device)} reads as {parsed} in torch, whose CUDA indices stop at 127")
     present = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if parsed.type == "cuda" and (parsed.index or 0) >= present:
-        raise RecordError(f"device {shown(str(parsed))} is not on this machine ({present} CUDA devices); "
-                          "give the device the loop trains on")  # fmt: skip
+        raise RecordError(
+            f"device {shown(str(parsed))} is not on this machine ({present} CUDA devices); "
+            "give the device the loop trains on"
+        )
     return parsed
 
 
@@ -315,16 +322,21 @@ class Recorder:
         kind = "probs" if logits is None else "logits"
         scores = _float_array(probs if logits is None else logits, where, kind)
         if scores.ndim != 2 or scores.shape[1] != n_classes or len(scores) != len(labels) or not len(labels):
-            raise RecordError(f"{where}: {kind} must be (examples, {n_classes}) "
-                              f"for {len(labels)} labels and {n_classes} label names, not {scores.shape}")  # fmt: skip
+            raise RecordError(
+                f"{where}: {kind} must be (examples, {n_classes}) "
+                f"for {len(labels)} labels and {n_classes} label names, not {scores.shape}"
+            )
         # the softmax of finite logits is finite, in [0, 1], its rows sum to 1 within C * 1e-16; probs are checked
         problem = schema.predictions_problem(scores, labels, n_classes) if logits is None else _softmax(scores)
         if problem:
             raise RecordError(f"{where}: {problem}")
         first = self._labels.get(split)
         if first is not None and not np.array_equal(first, labels):
-            changed = f"{len(labels)} labels, not {len(first)}" if len(first) != len(labels) else \
-                f"{int((first != labels).sum())} of {len(labels)} labels differ"  # fmt: skip
+            changed = (
+                f"{len(labels)} labels, not {len(first)}"
+                if len(first) != len(labels)
+                else f"{int((first != labels).sum())} of {len(labels)} labels differ"
+            )
             raise RecordError(
                 f"{where}: {changed} from epoch 1's; record the same split, in the same order, every epoch"
             )

@@ -300,8 +300,10 @@ SEED_TEXT = re.compile(r"\s*[0-9]+\s*")
 def parse_seeds(text: str) -> list[int]:
     """`--seeds` text -> training seeds: a list "0,1,2" as given, or a count "3" meaning seeds 0, 1, 2. At most
     MAX_SEEDS of them, each a seed in [0, MAX_SEED], none twice; anything else one line saying what is accepted."""
-    message = (f"--seeds takes a count in [1, {MAX_SEEDS}] (3) or a list of at most {MAX_SEEDS} distinct seeds in "
-               f"[0, {MAX_SEED}] (0,1,2), not {shown(text)}")  # fmt: skip
+    message = (
+        f"--seeds takes a count in [1, {MAX_SEEDS}] (3) or a list of at most {MAX_SEEDS} distinct seeds in "
+        f"[0, {MAX_SEED}] (0,1,2), not {shown(text)}"
+    )
     parts = [part for part in str(text).split(",") if part.strip()]
     if not parts or len(parts) > MAX_SEEDS or not all(SEED_TEXT.fullmatch(part) for part in parts):
         raise ConfigError(message)

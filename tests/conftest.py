@@ -14,8 +14,10 @@ from filelock import FileLock
 
 from tests.support.helpers import BERT_FAMILIES, FAMILIES
 
-# session stores trained on the shipped MiniLM (a minute or more each): a test that reads one is slow
-TRAINED_STORES = {"smoke_store", "seeds_store", "mixed_store", "newcomer_walk"}
+# session stores trained on the shipped MiniLM (a minute or more each): a test that reads one is slow; so is a test
+# that reads a module's own runs trained on it (test_train.py's smoke comparison, the peft methods' pages store) or
+# the coverage simulation of the seed intervals (test_seed_bootstrap.py)
+TRAINED_STORES = {"smoke_store", "seeds_store", "mixed_store", "newcomer_walk", "smoke_runs", "peft_store", "coverages"}
 # Under pytest-xdist (scripts/test.sh runs two workers) each group's tests run on one worker: a test file's tests
 # together, so that its module fixtures are built once, and across files those that start a local Ray cluster, and
 # those that drive Chromium (two browsers at once on two cores time out) with those of the newcomer's walk, whose Walk

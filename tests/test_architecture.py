@@ -188,8 +188,12 @@ def test_light_entry_points_import_no_torch(entry):
 def test_help_lists_the_choices():
     text = subprocess.run(
         [sys.executable, "-m", "peftviz", "compare", "--help"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert "{cls,mean}" in text and "{linear,cosine}" in text and "--methods" in text
 
 

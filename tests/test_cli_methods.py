@@ -62,13 +62,38 @@ def test_the_help_names_every_registered_method(capsys):
 
 
 NAMES = st.one_of(
-    st.sampled_from(["", " ", "peft:", "peft: ", "peft:\n", "peft:NOPE", "peft:lora", "peft:PROMPT_TUNING",
-                     "peft:" + "X" * 5000, "DORA", "dora ", " dora", "lora\nx", "\n", "external:", "fine_tuning",
-                     "-x", "--method", "--counts", "--", "x" * 10_000, "dora,lora", "all", "peft"]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "peft:",
+            "peft: ",
+            "peft:\n",
+            "peft:NOPE",
+            "peft:lora",
+            "peft:PROMPT_TUNING",
+            "peft:" + "X" * 5000,
+            "DORA",
+            "dora ",
+            " dora",
+            "lora\nx",
+            "\n",
+            "external:",
+            "fine_tuning",
+            "-x",
+            "--method",
+            "--counts",
+            "--",
+            "x" * 10_000,
+            "dora,lora",
+            "all",
+            "peft",
+        ]
+    ),
     st.text(max_size=12),
     st.text(max_size=12).map(lambda text: PEFT_PREFIX + text),
     st.sampled_from(list(METHODS)),
-)  # fmt: skip
+)
 
 
 @settings(FUZZ, max_examples=80)

@@ -107,8 +107,12 @@ class DocumentAttention:
             return self.lambda_c
         if self.n_prefix_keys == 0:
             return np.zeros((self.n_layers, self.n_heads, self.n_tokens), dtype=np.float32)
-        return np.stack([_prefix_share(weights, self.n_prefix_keys, self.n_prefix_queries)[0].numpy()
-                         for weights in self.attentions])  # fmt: skip
+        return np.stack(
+            [
+                _prefix_share(weights, self.n_prefix_keys, self.n_prefix_queries)[0].numpy()
+                for weights in self.attentions
+            ]
+        )
 
 
 def _prefix_share(weights: torch.Tensor | BandedAttention, n_prefix_keys: int, n_prefix_queries: int) -> torch.Tensor:

@@ -33,8 +33,21 @@ from peftviz.errors import ConfigError, RunError
 from peftviz.store import schema
 from peftviz.store.runs import Group, Run
 
-BIN_COLUMNS = ("run", "epoch", "scheme", "bin", "lower", "upper", "count", "hits", "confidence", "accuracy",
-               "accuracy_low", "accuracy_high", "gap")  # fmt: skip
+BIN_COLUMNS = (
+    "run",
+    "epoch",
+    "scheme",
+    "bin",
+    "lower",
+    "upper",
+    "count",
+    "hits",
+    "confidence",
+    "accuracy",
+    "accuracy_low",
+    "accuracy_high",
+    "gap",
+)
 CLASSWISE_COLUMNS = (*BIN_COLUMNS[:3], "class", *BIN_COLUMNS[3:])  # one-vs-rest: a per-bin table per class
 SCHEME_NAMES = {"width": "equal-width", "mass": "equal-mass"}
 
@@ -90,8 +103,9 @@ def default_selection(runs: list[Run], limit: int = 6) -> list[Run]:
     return [run for run in runs if run.path in newest]
 
 
-def not_by_default(units: list[Group], default: list[str], names: dict[str, str], limit: int,
-                   single_runs: bool = False) -> str | None:  # fmt: skip
+def not_by_default(
+    units: list[Group], default: list[str], names: dict[str, str], limit: int, single_runs: bool = False
+) -> str | None:
     """One line naming the units a default selection (`default`: their keys) left out, each with why: evaluated
     on other data than the default's (`group_stats.select_units`, `default_selection`), for single runs judged by
     another model or not complete (`default_selection` takes neither), or beyond the default's `limit`; None when
@@ -173,9 +187,11 @@ class Judgeable:
         if not self.other_data:
             return None
         named = "; ".join(f"{unit_text(unit)}, on {split_text(data_split(unit.runs[0]))}" for unit in self.other_data)
-        return (f"Left out of the comparison, evaluated on other data: {named}. A comparison pairs runs on the same "
-                f"examples, so it compares the chosen runs on {split_text(self.split)} (choose those alone, or with "
-                "runs on their data, to compare them).")  # fmt: skip
+        return (
+            f"Left out of the comparison, evaluated on other data: {named}. A comparison pairs runs on the same "
+            f"examples, so it compares the chosen runs on {split_text(self.split)} (choose those alone, or with "
+            "runs on their data, to compare them)."
+        )
 
     def left_out(self) -> list[str]:
         """Every run left out: the lines of those on other data and not written yet, then one per damaged run."""
@@ -278,23 +294,26 @@ def _damage(run: Run, which: Which) -> str | None:
 # ---------------------------------------------------------------- per-bin tables
 
 
-def reliability_table(run: Run, which: Which, n_bins: int = 10, scheme: str = "width", name: str = "",
-                      level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
+def reliability_table(
+    run: Run, which: Which, n_bins: int = 10, scheme: str = "width", name: str = "", level: float = stats.LEVEL
+) -> pd.DataFrame:
     """The per-bin table of `run`'s reliability diagram at `which` (see `resolve`), columns BIN_COLUMNS."""
     shown = resolve(run, which)
     probs, labels = run.predictions(shown)
     return bins_frame(probs, labels, n_bins, scheme, name or run.label, shown, level)
 
 
-def bins_frame(probs, labels, n_bins: int, scheme: str, name: str, which: Which,
-               level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
+def bins_frame(
+    probs, labels, n_bins: int, scheme: str, name: str, which: Which, level: float = stats.LEVEL
+) -> pd.DataFrame:
     """calibration.reliability_bins as a DataFrame with each bin's Wilson interval (`wilson_interval`),
     tagged with the run, evaluation and scheme."""
     return _tagged(_bins_table(calibration.reliability_bins(probs, labels, n_bins, scheme), level), name, which, scheme)
 
 
-def classwise_table(run: Run, which: Which, n_bins: int = 10, scheme: str = "width", name: str = "",
-                    level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
+def classwise_table(
+    run: Run, which: Which, n_bins: int = 10, scheme: str = "width", name: str = "", level: float = stats.LEVEL
+) -> pd.DataFrame:
     """The one-vs-rest per-bin tables of `run` at `which` (see `resolve`), one per class, stacked:
     columns CLASSWISE_COLUMNS; `class` is the run's name for the class, or "class k"."""
     shown = resolve(run, which)
@@ -302,8 +321,16 @@ def classwise_table(run: Run, which: Which, n_bins: int = 10, scheme: str = "wid
     return classwise_frame(probs, labels, n_bins, scheme, name or run.label, shown, run.label_names, level)
 
 
-def classwise_frame(probs, labels, n_bins: int, scheme: str, name: str, which: Which,
-                    names: list[str] | None = None, level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
+def classwise_frame(
+    probs,
+    labels,
+    n_bins: int,
+    scheme: str,
+    name: str,
+    which: Which,
+    names: list[str] | None = None,
+    level: float = stats.LEVEL,
+) -> pd.DataFrame:
     """Per class k, p_k binned against the outcome 1[y = k] (calibration.one_vs_rest_bins), each bin
     with its Wilson interval: class k's tables one under the other, labelled names[k] (or "class k"
     when `names` does not name every class)."""
@@ -473,10 +500,20 @@ def recalibration_estimates(run: Run, settings, metrics) -> pd.DataFrame:
     for method, heading in RECALIBRATION_NAMES.items():
         fitted = _fit_map(method, val_probs, val_labels)
         probs = test_probs if fitted is None else fitted.transform(test_probs)
-        found = estimators.estimate_all(probs, labels, settings.n_bins, settings.scheme, settings.n_resamples,
-                                        settings.level, settings.seed, metrics)  # fmt: skip
-        rows += [{"map": heading, "metric": metric, "value": e.value, "low": e.low, "high": e.high}
-                 for metric, e in found.items()]  # fmt: skip
+        found = estimators.estimate_all(
+            probs,
+            labels,
+            settings.n_bins,
+            settings.scheme,
+            settings.n_resamples,
+            settings.level,
+            settings.seed,
+            metrics,
+        )
+        rows += [
+            {"map": heading, "metric": metric, "value": e.value, "low": e.low, "high": e.high}
+            for metric, e in found.items()
+        ]
     return pd.DataFrame(rows, columns=["map", "metric", "value", "low", "high"])
 
 
@@ -492,8 +529,14 @@ def recalibration_wide(table: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- groups of seeds
 
 
-def group_ece_over_epochs(group: Group, n_bins: int = 10, scheme: str = "width", name: str = "",
-                          n_resamples: int = 200, level: float = stats.LEVEL) -> pd.DataFrame:  # fmt: skip
+def group_ece_over_epochs(
+    group: Group,
+    n_bins: int = 10,
+    scheme: str = "width",
+    name: str = "",
+    n_resamples: int = 200,
+    level: float = stats.LEVEL,
+) -> pd.DataFrame:
     """One row per epoch that every seed finished: the mean ECE over seeds and its two-level bootstrap
     interval over seeds and validation examples (`stats.two_level_interval`; columns as
     `ece_over_epochs`, plus `n`, `members` (each seed's ECE) and `seeds`, in seed order)."""
@@ -501,12 +544,24 @@ def group_ece_over_epochs(group: Group, n_bins: int = 10, scheme: str = "width",
     metric = "ece" if scheme == "width" else "ece_mass"
     rows = []
     for epoch in common:
-        found = [estimators.estimate_all(*run.predictions(epoch), n_bins, scheme, n_resamples, level, 0, [metric])[metric]
-                 for run in group.runs]  # fmt: skip
+        found = [
+            estimators.estimate_all(*run.predictions(epoch), n_bins, scheme, n_resamples, level, 0, [metric])[metric]
+            for run in group.runs
+        ]
         unit = stats.SeedDraws.of(group.seeds, found)
         mean, low, high = stats.two_level_interval(unit, level)
-        rows.append({"run": name or group.label, "epoch": epoch, "ece": mean, "low": low, "high": high,
-                     "n": len(found), "members": unit.values.tolist(), "seeds": group.seeds})  # fmt: skip
+        rows.append(
+            {
+                "run": name or group.label,
+                "epoch": epoch,
+                "ece": mean,
+                "low": low,
+                "high": high,
+                "n": len(found),
+                "members": unit.values.tolist(),
+                "seeds": group.seeds,
+            }
+        )
     return pd.DataFrame(rows, columns=["run", "epoch", "ece", "low", "high", "n", "members", "seeds"])
 
 
@@ -527,8 +582,9 @@ def short_groups_line(units: list[Group]) -> str | None:
     return f"A group's ECE per epoch is drawn at the epochs every seed finished: {'; '.join(parts)}."
 
 
-def unit_ece_over_epochs(unit: Group, n_bins: int = 10, scheme: str = "width", n_resamples: int = 200,
-                         name: str = "") -> pd.DataFrame:  # fmt: skip
+def unit_ece_over_epochs(
+    unit: Group, n_bins: int = 10, scheme: str = "width", n_resamples: int = 200, name: str = ""
+) -> pd.DataFrame:
     """A unit's ECE per epoch, as the Calibration page and the Tour draw it: one run's with its bootstrap over
     the validation examples (`ece_over_epochs`), a group's seed mean with its two-level interval
     (`group_ece_over_epochs`, each seed's ECE in `members`)."""
@@ -562,8 +618,9 @@ class GroupDiagram(SmoothDiagram):
         return len(self.seeds) >= MIN_BAND_SEEDS
 
 
-def group_mean_curve(diagrams: list[SmoothDiagram], level: float = stats.LEVEL,
-                     seeds: list[int] | None = None) -> SmoothDiagram:  # fmt: skip
+def group_mean_curve(
+    diagrams: list[SmoothDiagram], level: float = stats.LEVEL, seeds: list[int] | None = None
+) -> SmoothDiagram:
     """The seeds' smoothed curves averaged pointwise, with each seed's curve, and banded by the t-interval of
     that mean from MIN_BAND_SEEDS seeds on (fewer: no band, lower = upper = NaN); the density and smooth ECE
     averaged too (a `GroupDiagram`). One seed: its own curve and bootstrap band. `seeds`: the seeds' numbers
@@ -574,7 +631,15 @@ def group_mean_curve(diagrams: list[SmoothDiagram], level: float = stats.LEVEL,
     mean = curves.mean(axis=0)
     half = stats.t_half_width(curves, level) if len(diagrams) >= MIN_BAND_SEEDS else np.full_like(mean, np.nan)
     first = diagrams[0]
-    return GroupDiagram(mesh=first.mesh, curve=mean, lower=mean - half, upper=mean + half,
-                        density=np.mean([d.density for d in diagrams], axis=0),
-                        smooth_ece=float(np.mean([d.smooth_ece for d in diagrams])), sigma=first.sigma, n=first.n,
-                        seeds=tuple(seeds if seeds is not None else range(len(diagrams))), seed_curves=curves)  # fmt: skip
+    return GroupDiagram(
+        mesh=first.mesh,
+        curve=mean,
+        lower=mean - half,
+        upper=mean + half,
+        density=np.mean([d.density for d in diagrams], axis=0),
+        smooth_ece=float(np.mean([d.smooth_ece for d in diagrams])),
+        sigma=first.sigma,
+        n=first.n,
+        seeds=tuple(seeds if seeds is not None else range(len(diagrams))),
+        seed_curves=curves,
+    )

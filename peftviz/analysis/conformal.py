@@ -28,8 +28,21 @@ from peftviz.store.runs import Group, Run
 
 SPLIT_SEED = 0  # the halves of the validation predictions over epochs
 MEASURES = ("coverage", "set_size")
-SUMMARY_COLUMNS = ("run", "score", "alpha", "coverage", "coverage_low", "coverage_high", "set_size", "set_size_low",
-                   "set_size_high", "n_calibration", "n_evaluated", "n_seeds", "seeds")  # fmt: skip
+SUMMARY_COLUMNS = (
+    "run",
+    "score",
+    "alpha",
+    "coverage",
+    "coverage_low",
+    "coverage_high",
+    "set_size",
+    "set_size_low",
+    "set_size_high",
+    "n_calibration",
+    "n_evaluated",
+    "n_seeds",
+    "seeds",
+)
 EPOCH_COLUMNS = ("run", "epoch", *SUMMARY_COLUMNS[1:])
 
 
@@ -54,8 +67,9 @@ def _at_test(run: Run, alpha: float, score: str, n_resamples: int, seed: int) ->
 def _at_epoch(run: Run, epoch: int, alpha: float, score: str, n_resamples: int, seed: int) -> conformal.ConformalSets:
     probs, labels = run.predictions(epoch)
     calibrate, judge = halves(len(labels))
-    return conformal.conformal_sets(probs[calibrate], labels[calibrate], probs[judge], labels[judge], alpha, score,
-                                    n_resamples, seed)  # fmt: skip
+    return conformal.conformal_sets(
+        probs[calibrate], labels[calibrate], probs[judge], labels[judge], alpha, score, n_resamples, seed
+    )
 
 
 def _row(group: Group, found: list[conformal.ConformalSets], level: float, seed: int, name: str) -> dict:
@@ -65,13 +79,24 @@ def _row(group: Group, found: list[conformal.ConformalSets], level: float, seed:
         draws = np.stack([getattr(sets, f"{measure}_draws") for sets in found])  # (S, R)
         unit = stats.SeedDraws(tuple(group.seeds), np.array([getattr(sets, measure) for sets in found]), draws)
         row[measure], row[f"{measure}_low"], row[f"{measure}_high"] = stats.two_level_interval(unit, level, seed)
-    row.update(n_calibration=found[0].n_calibration, n_evaluated=len(found[0].covered), n_seeds=len(found),
-               seeds=",".join(map(str, group.seeds)))  # fmt: skip
+    row.update(
+        n_calibration=found[0].n_calibration,
+        n_evaluated=len(found[0].covered),
+        n_seeds=len(found),
+        seeds=",".join(map(str, group.seeds)),
+    )
     return row
 
 
-def conformal_summary(unit: Run | Group, alpha: float = 0.1, score: str = "lac", n_resamples: int = 1000,
-                      level: float = stats.LEVEL, seed: int = 0, name: str = "") -> pd.DataFrame:  # fmt: skip
+def conformal_summary(
+    unit: Run | Group,
+    alpha: float = 0.1,
+    score: str = "lac",
+    n_resamples: int = 1000,
+    level: float = stats.LEVEL,
+    seed: int = 0,
+    name: str = "",
+) -> pd.DataFrame:
     """One row (columns SUMMARY_COLUMNS): test coverage and mean set size of `unit`, calibrated on its best
     epoch's validation predictions, each with its `level` interval (a group: mean over seeds, two-level)."""
     group = as_group(unit)
@@ -79,8 +104,15 @@ def conformal_summary(unit: Run | Group, alpha: float = 0.1, score: str = "lac",
     return pd.DataFrame([_row(group, found, level, seed, name)], columns=SUMMARY_COLUMNS)
 
 
-def conformal_over_epochs(unit: Run | Group, alpha: float = 0.1, score: str = "lac", n_resamples: int = 200,
-                          level: float = stats.LEVEL, seed: int = 0, name: str = "") -> pd.DataFrame:  # fmt: skip
+def conformal_over_epochs(
+    unit: Run | Group,
+    alpha: float = 0.1,
+    score: str = "lac",
+    n_resamples: int = 200,
+    level: float = stats.LEVEL,
+    seed: int = 0,
+    name: str = "",
+) -> pd.DataFrame:
     """One row per epoch every seed finished (columns EPOCH_COLUMNS): coverage and mean set size on the
     second half of that epoch's validation predictions, calibrated on the first (`halves`)."""
     group = as_group(unit)
@@ -96,10 +128,19 @@ def summary_cells(table: pd.DataFrame) -> pd.DataFrame:
     """Summary rows as the page shows them: per unit, coverage and mean set size as "value [low, high]"."""
 
     def cell(measure: str) -> list[str]:
-        return [f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
-                zip(table[measure], table[f"{measure}_low"], table[f"{measure}_high"])]  # fmt: skip
+        return [
+            f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+            for v, lo, hi in zip(table[measure], table[f"{measure}_low"], table[f"{measure}_high"])
+        ]
 
     seeds = [seeds_cell(text.split(",")) for text in table["seeds"]]  # as every other table names them
-    return pd.DataFrame({"unit": table["run"], "seeds": seeds, "test coverage": cell("coverage"),
-                         "mean set size": cell("set_size"), "calibrated on": table["n_calibration"],
-                         "judged on": table["n_evaluated"]})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "unit": table["run"],
+            "seeds": seeds,
+            "test coverage": cell("coverage"),
+            "mean set size": cell("set_size"),
+            "calibrated on": table["n_calibration"],
+            "judged on": table["n_evaluated"],
+        }
+    )

@@ -67,8 +67,22 @@ from peftviz.tables import format_table
 # the Calibration page's choice of resamples: 200 gives a readable band in seconds; 1000 is the report's precision
 RESAMPLE_CHOICES = (200, 1000)
 SUMMARY_COLUMNS = ("unit", "method", "n", "seeds", "metric", "mean", "low", "high", "interval")
-PAIR_COLUMNS = ("a", "b", "metric", "difference", "low", "high", "p", "p_holm", "significant", "test", "n",
-                "p_better", "p_better_low", "p_better_high")  # fmt: skip
+PAIR_COLUMNS = (
+    "a",
+    "b",
+    "metric",
+    "difference",
+    "low",
+    "high",
+    "p",
+    "p_holm",
+    "significant",
+    "test",
+    "n",
+    "p_better",
+    "p_better_low",
+    "p_better_high",
+)
 GROUP_INTERVALS = {"bootstrap": "two-level bootstrap over seeds and examples", "t": "t-interval over seeds"}
 
 
@@ -186,8 +200,17 @@ def _pair_row(a: stats.SeedDraws, b: stats.SeedDraws, metric: str, settings: Set
         diff = stats.group_difference(a.values, b.values, a.seeds, b.seeds, settings.level)
     else:
         diff = stats.two_level_difference(a, b, settings.level, settings.seed, n_examples)
-    row = {"difference": diff.estimate, "low": diff.low, "high": diff.high, "p": diff.p_value, "test": diff.method,
-           "n": diff.n, "p_better": np.nan, "p_better_low": np.nan, "p_better_high": np.nan}  # fmt: skip
+    row = {
+        "difference": diff.estimate,
+        "low": diff.low,
+        "high": diff.high,
+        "p": diff.p_value,
+        "test": diff.method,
+        "n": diff.n,
+        "p_better": np.nan,
+        "p_better_low": np.nan,
+        "p_better_high": np.nan,
+    }
     lower_is_better = estimators.ESTIMATORS[metric].lower_is_better
     if min(len(a.seeds), len(b.seeds)) >= 2 and lower_is_better is not None:
         better = stats.improvement(a, b, lower_is_better, settings.level, settings.seed)
@@ -309,8 +332,11 @@ def method_sentence(result: GroupStats) -> str:
     """How the numbers were made, in one paragraph."""
     s = result.settings
     where = "test split (best validation epoch)" if s.which == "test" else f"validation, epoch {s.which}"
-    groups = ("two-level bootstrap: seeds and test examples resampled together"
-              if s.group_interval == "bootstrap" else "t-interval over seeds (test-set noise left out)")  # fmt: skip
+    groups = (
+        "two-level bootstrap: seeds and test examples resampled together"
+        if s.group_interval == "bootstrap"
+        else "t-interval over seeds (test-set noise left out)"
+    )
     return (
         f"Predictions: {where}. Intervals: {s.level:.0%}, from {s.n_resamples} resamples (seed {s.seed}); "
         f"one run: percentile bootstrap over the examples; several seeds: {groups}. "
@@ -325,8 +351,10 @@ def _verdict(row) -> str:
     sign = 1.0 if row.difference > 0 else -1.0
     larger, smaller = (row.a, row.b) if sign > 0 else (row.b, row.a)
     low, high = sorted([sign * row.low, sign * row.high])  # the interval of larger − smaller
-    sentence = (f"{heading}: {larger} is higher than {smaller} by {abs(row.difference):.4f} "
-                f"[{low:.4f}, {high:.4f}]; Holm p = {row.p_holm:.3g}")  # fmt: skip
+    sentence = (
+        f"{heading}: {larger} is higher than {smaller} by {abs(row.difference):.4f} "
+        f"[{low:.4f}, {high:.4f}]; Holm p = {row.p_holm:.3g}"
+    )
     if not np.isnan(row.p_better):
         sentence += f"; P({row.a} better) = {row.p_better:.2f} [{row.p_better_low:.2f}, {row.p_better_high:.2f}]"
     return sentence + "."
@@ -382,8 +410,14 @@ def group_row(group: Group, settings: Settings = Settings()) -> dict:
     have test predictions ("complete" counts them), from the same cached estimates; "not yet" before any."""
     first = group.runs[0].config
     finished = [run for run in group.runs if has_predictions(run, "test")]
-    row = {"group": group.key, "method": group.label, "dataset": dataset_label(first.dataset), "model": first.model,
-           "seeds": seeds_cell(group.seeds), "complete": len(finished)}  # fmt: skip
+    row = {
+        "group": group.key,
+        "method": group.label,
+        "dataset": dataset_label(first.dataset),
+        "model": first.model,
+        "seeds": seeds_cell(group.seeds),
+        "complete": len(finished),
+    }
     if group.repeats:  # runs at a seed the group already has (`group_runs`): named, never counted
         row["repeats not counted"] = ", ".join(run.name for run in group.repeats)
     if not finished:

@@ -153,8 +153,17 @@ def lambda_summary(lam: np.ndarray) -> list[dict]:
 
 def _quantile_row(layer: int, head: int | None, values: np.ndarray) -> dict:
     q05, q25, median, q75, q95 = (float(v) for v in np.quantile(values, QUANTILES))
-    return {"layer": layer, "head": head, "q05": q05, "q25": q25, "median": median, "q75": q75, "q95": q95,
-            "mean": float(values.mean()), "n": int(values.size)}  # fmt: skip
+    return {
+        "layer": layer,
+        "head": head,
+        "q05": q05,
+        "q25": q25,
+        "median": median,
+        "q75": q75,
+        "q95": q95,
+        "mean": float(values.mean()),
+        "n": int(values.size),
+    }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,23 +18,54 @@ from peftviz.analysis.group_stats import Settings, check_metrics, run_estimates,
 from peftviz.calibration import estimators, power
 from peftviz.store.runs import Group
 
-POWER_COLUMNS = ("a", "b", "metric", "difference", "seeds_now", "documents_now", "power_now", "seeds_needed",
-                 "documents_needed", "seeds_at_2x", "seeds_at_5x", "seeds_at_10x", "sd_seed", "sd_documents",
-                 "sd_interaction", "alpha_per_pair", "target")  # fmt: skip
+POWER_COLUMNS = (
+    "a",
+    "b",
+    "metric",
+    "difference",
+    "seeds_now",
+    "documents_now",
+    "power_now",
+    "seeds_needed",
+    "documents_needed",
+    "seeds_at_2x",
+    "seeds_at_5x",
+    "seeds_at_10x",
+    "sd_seed",
+    "sd_documents",
+    "sd_interaction",
+    "alpha_per_pair",
+    "target",
+)
 
 
 def _row(plan: power.Plan) -> dict:
     parts = plan.components
     more = [plan.seeds_with_more_documents[factor] for factor in power.MORE_DOCUMENTS[1:]]
-    return {"difference": plan.difference, "seeds_now": parts.n_seeds, "documents_now": parts.n_documents,
-            "power_now": plan.power_now, "seeds_needed": plan.seeds, "documents_needed": plan.documents,
-            **dict(zip(("seeds_at_2x", "seeds_at_5x", "seeds_at_10x"), more)), "sd_seed": np.sqrt(parts.seed),
-            "sd_documents": np.sqrt(parts.docs), "sd_interaction": np.sqrt(parts.inter),
-            "alpha_per_pair": plan.alpha, "target": plan.target}  # fmt: skip
+    return {
+        "difference": plan.difference,
+        "seeds_now": parts.n_seeds,
+        "documents_now": parts.n_documents,
+        "power_now": plan.power_now,
+        "seeds_needed": plan.seeds,
+        "documents_needed": plan.documents,
+        **dict(zip(("seeds_at_2x", "seeds_at_5x", "seeds_at_10x"), more)),
+        "sd_seed": np.sqrt(parts.seed),
+        "sd_documents": np.sqrt(parts.docs),
+        "sd_interaction": np.sqrt(parts.inter),
+        "alpha_per_pair": plan.alpha,
+        "target": plan.target,
+    }
 
 
-def power_table(groups: list[Group], settings: Settings, metrics=None, alpha: float = power.ALPHA,
-                target: float = power.TARGET, progress=None) -> pd.DataFrame:  # fmt: skip
+def power_table(
+    groups: list[Group],
+    settings: Settings,
+    metrics=None,
+    alpha: float = power.ALPHA,
+    target: float = power.TARGET,
+    progress=None,
+) -> pd.DataFrame:
     """Long table, columns POWER_COLUMNS: one row per pair of units (two seeds or more each) and metric.
     progress(done, total) if given, per pair."""
     metrics = check_metrics(metrics)
@@ -50,8 +81,15 @@ def power_table(groups: list[Group], settings: Settings, metrics=None, alpha: fl
             rows.append({"a": names[a.key], "b": names[b.key], "metric": metric} | _row(plan))
         if progress:
             progress(done + 1, len(pairs))
-    return pd.DataFrame(rows, columns=list(POWER_COLUMNS)).astype({"seeds_needed": "Int64", "documents_needed": "Int64",
-        "seeds_at_2x": "Int64", "seeds_at_5x": "Int64", "seeds_at_10x": "Int64"})  # fmt: skip
+    return pd.DataFrame(rows, columns=list(POWER_COLUMNS)).astype(
+        {
+            "seeds_needed": "Int64",
+            "documents_needed": "Int64",
+            "seeds_at_2x": "Int64",
+            "seeds_at_5x": "Int64",
+            "seeds_at_10x": "Int64",
+        }
+    )
 
 
 def _about(count: int) -> int:
@@ -67,8 +105,10 @@ def _count(value, unit: str) -> str:
 def power_sentence(row) -> str:
     """One pair and metric as the plan reads: "to tell A from B on smooth ECE at the difference seen here …"."""
     heading = estimators.ESTIMATORS[row.metric].heading
-    head = (f"To tell {row.a} from {row.b} on {heading} at the difference seen here ({row.difference:+.4f}; power now "
-            f"{row.power_now:.0%} at {row.seeds_now} seeds)")  # fmt: skip
+    head = (
+        f"To tell {row.a} from {row.b} on {heading} at the difference seen here ({row.difference:+.4f}; power now "
+        f"{row.power_now:.0%} at {row.seeds_now} seeds)"
+    )
     if row.difference == 0:
         return f"{head}: there is no difference to detect."
     seeds = _count(row.seeds_needed, f"seeds on these {row.documents_now:,} documents")
@@ -92,13 +132,15 @@ def panel_table(table: pd.DataFrame, metric: str) -> pd.DataFrame:
         return pd.DataFrame(columns=["pair", "difference", "power now", "seeds needed", "documents needed"])
     first = rows.iloc[0]
     seeds, documents = f"seeds on these {first.documents_now:,} documents", f"documents at {first.seeds_now} seeds"
-    return pd.DataFrame({
-        "pair": rows["a"] + " − " + rows["b"],
-        "difference": [f"{d:+.4f}" for d in rows["difference"]],
-        "power now": [f"{p:.0%}" for p in rows["power_now"]],
-        seeds: [_cell(v, d) for v, d in zip(rows["seeds_needed"], rows["difference"])],
-        documents: [_cell(v, d) for v, d in zip(rows["documents_needed"], rows["difference"])],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "pair": rows["a"] + " − " + rows["b"],
+            "difference": [f"{d:+.4f}" for d in rows["difference"]],
+            "power now": [f"{p:.0%}" for p in rows["power_now"]],
+            seeds: [_cell(v, d) for v, d in zip(rows["seeds_needed"], rows["difference"])],
+            documents: [_cell(v, d) for v, d in zip(rows["documents_needed"], rows["difference"])],
+        }
+    )
 
 
 def _cell(value, difference: float) -> str:
@@ -112,10 +154,12 @@ def markdown(table: pd.DataFrame) -> str:
     if table.empty:
         return "How many seeds: no pair of units with two seeds or more each to plan from."
     first, n_pairs = table.iloc[0], len(table.drop_duplicates(["a", "b"]))
-    heading = (f"How many seeds and documents each difference needs: power {first.target:.0%} at α "
-               f"{first.alpha_per_pair * n_pairs:.3g} / {n_pairs} pair{'s' if n_pairs > 1 else ''} = "
-               f"{first.alpha_per_pair:.3g} (Holm's strictest "
-               "step), for the two-level bootstrap test above, if the difference seen is the true one "
-               '(docs/statistics.md, "How many seeds an answer needs").')  # fmt: skip
+    heading = (
+        f"How many seeds and documents each difference needs: power {first.target:.0%} at α "
+        f"{first.alpha_per_pair * n_pairs:.3g} / {n_pairs} pair{'s' if n_pairs > 1 else ''} = "
+        f"{first.alpha_per_pair:.3g} (Holm's strictest "
+        "step), for the two-level bootstrap test above, if the difference seen is the true one "
+        '(docs/statistics.md, "How many seeds an answer needs").'
+    )
     lines = [heading, ""]
     return "\n".join(lines + [f"- {power_sentence(row)}" for row in table.itertuples()])

@@ -84,12 +84,21 @@ def data_changed(run: Run) -> str | None:
         return None
     if now is None:
         return f"The data run {run.name} trained on ({run.config.dataset}) can no longer be read."
-    return (f"The data at {run.config.dataset} has changed since run {run.name} trained on it: the documents "
-            "shown come from the data as it is now.")  # fmt: skip
+    return (
+        f"The data at {run.config.dataset} has changed since run {run.name} trained on it: the documents "
+        "shown come from the data as it is now."
+    )
 
 
-SHORT_NAMES = {"learning_rate": "lr", "n_heads": "heads", "max_length": "length", "batch_size": "batch", "data_seed": "split seed",
-               "effective_batch_size": "effective batch", "gradient_checkpointing": "checkpointing"}  # fmt: skip
+SHORT_NAMES = {
+    "learning_rate": "lr",
+    "n_heads": "heads",
+    "max_length": "length",
+    "batch_size": "batch",
+    "data_seed": "split seed",
+    "effective_batch_size": "effective batch",
+    "gradient_checkpointing": "checkpointing",
+}
 
 
 def _label_settings(config: TrainConfig, recorded: dict | None = None) -> dict:
@@ -152,7 +161,9 @@ def measured_minutes(runs: list[Run], settings: dict) -> list[tuple[float, str]]
         if any(getattr(run.config, name, None) != value for name, value in settings.items()):
             continue
         environment = run.record.get("environment") or {}
-        where = f"{environment.get('device_name') or environment.get('device', '?')}, " \
-                f"{environment.get('torch_threads', '?')} threads"  # fmt: skip
+        where = (
+            f"{environment.get('device_name') or environment.get('device', '?')}, "
+            f"{environment.get('torch_threads', '?')} threads"
+        )
         found.append((sum(m.get("seconds", 0.0) for m in run.metrics) / 60, where))
     return found

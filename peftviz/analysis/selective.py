@@ -57,14 +57,23 @@ def group_band(values: np.ndarray, draws: np.ndarray, level: float, seed: int) -
     """(mean, low, high), each (G,), of seeds' values (S, G) and draws (S, R, G): `stats.two_level_interval`
     at every grid point, every point on the same seed rows (one seed)."""
     seeds = tuple(range(values.shape[0]))
-    bounds = [stats.two_level_interval(stats.SeedDraws(seeds, values[:, g], draws[:, :, g]), level, seed)
-              for g in range(values.shape[1])]  # fmt: skip
+    bounds = [
+        stats.two_level_interval(stats.SeedDraws(seeds, values[:, g], draws[:, :, g]), level, seed)
+        for g in range(values.shape[1])
+    ]
     mean, low, high = (np.array(side) for side in zip(*bounds))
     return mean, low, high
 
 
-def risk_coverage_table(unit: Group, which="test", n_resamples: int = 1000, level: float = stats.LEVEL,
-                        seed: int = 0, name: str | None = None, n_points: int = 100) -> pd.DataFrame:  # fmt: skip
+def risk_coverage_table(
+    unit: Group,
+    which="test",
+    n_resamples: int = 1000,
+    level: float = stats.LEVEL,
+    seed: int = 0,
+    name: str | None = None,
+    n_points: int = 100,
+) -> pd.DataFrame:
     """Columns TABLE_COLUMNS, one row per grid coverage: the unit's risk (a group: its seeds' mean),
     its band [low, high] at `level`, and n, the number of seeds. `name` fills the run column (default:
     the group's label)."""
@@ -75,8 +84,9 @@ def risk_coverage_table(unit: Group, which="test", n_resamples: int = 1000, leve
     values = np.stack([value for value, _ in found])  # (S, G)
     draws = np.stack([run_draws for _, run_draws in found])  # (S, R, G)
     risk, low, high = group_band(values, draws, level, seed)
-    return pd.DataFrame({"run": name or unit.label, "coverage": coverages, "risk": risk, "low": low, "high": high,
-                         "n": len(unit.runs)})[list(TABLE_COLUMNS)]  # fmt: skip
+    return pd.DataFrame(
+        {"run": name or unit.label, "coverage": coverages, "risk": risk, "low": low, "high": high, "n": len(unit.runs)}
+    )[list(TABLE_COLUMNS)]
 
 
 SELECTIVE_METRICS = ("aurc", "augrc", "accuracy_at_80", "accuracy_at_90")

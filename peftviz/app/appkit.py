@@ -26,9 +26,25 @@ from peftviz.figures.export import IMAGE_FORMATS, figure_table, file_stem, toolb
 from peftviz.paths import store_dir
 from peftviz.store.runs import Group, Run, group_runs, list_runs, refreshed, run_signature, store_signature
 
-__all__ = ["chart", "choose_units", "document_attention", "lambda_rows", "not_applicable", "options_form", "page",
-           "per_run", "pick_run", "recorded_left_out", "report_note", "runs", "shared", "show_error", "show_left_out",
-           "side_by_side", "trained_model"]  # fmt: skip
+__all__ = [
+    "chart",
+    "choose_units",
+    "document_attention",
+    "lambda_rows",
+    "not_applicable",
+    "options_form",
+    "page",
+    "per_run",
+    "pick_run",
+    "recorded_left_out",
+    "report_note",
+    "runs",
+    "shared",
+    "show_error",
+    "show_left_out",
+    "side_by_side",
+    "trained_model",
+]
 
 # Streamlit collects garbage over the whole heap after every script run (`runner.postScriptGC`), a
 # fragment's too: with torch, transformers, pandas and plotly loaded that is ~500,000 objects, 0.25 s
@@ -71,10 +87,14 @@ def page(title: str, explanation: str) -> None:
     st.set_page_config(page_title=f"peftviz · {title}", layout="wide")
     style()
     st.sidebar.radio(
-        "Charts download as", IMAGE_FORMATS, format_func=str.upper, horizontal=True, key=IMAGE_FORMAT_KEY,
+        "Charts download as",
+        IMAGE_FORMATS,
+        format_func=str.upper,
+        horizontal=True,
+        key=IMAGE_FORMAT_KEY,
         help="The camera button in a chart's toolbar saves the chart in this format; the CSV button under it "
         "saves the numbers it draws.",
-    )  # fmt: skip
+    )
     st.title(title)
     st.markdown(explanation)
 
@@ -88,10 +108,15 @@ def chart(fig, key: str, where=st, data=None) -> None:
     name = file_stem(f"{(fig.layout.title.text or '').split('<br>')[0]} {key}")  # the title's first line, then the key
     where.plotly_chart(fig, key=key, config=toolbar_config(name, st.session_state.get(IMAGE_FORMAT_KEY, "svg")))
     where.download_button(
-        "CSV", lambda: (figure_table(fig) if data is None else data).to_csv(index=False), file_name=f"{name}.csv",
-        mime="text/csv", key=f"{key}-csv", on_click="ignore", icon=":material/download:",
+        "CSV",
+        lambda: (figure_table(fig) if data is None else data).to_csv(index=False),
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        key=f"{key}-csv",
+        on_click="ignore",
+        icon=":material/download:",
         help="the numbers this chart draws",
-    )  # fmt: skip
+    )
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -234,8 +259,9 @@ def run_label(run: Run) -> str:
     return _picker_labels([run])[run.name]
 
 
-def pick_run(label: str, candidates: list[Run], key: str, help: str | None = None,
-             default: Run | None = None) -> Run | None:  # fmt: skip
+def pick_run(
+    label: str, candidates: list[Run], key: str, help: str | None = None, default: Run | None = None
+) -> Run | None:
     """A selectbox of runs (`run_label`), opening on `default` (else the first); None (with a note on the page)
     when there are none. Entries are named by run folder, so a choice stays chosen when its run finishes
     training (and loses its "(training)"), and the run returned is the one listed now, not the one chosen then."""
@@ -245,8 +271,14 @@ def pick_run(label: str, candidates: list[Run], key: str, help: str | None = Non
     labels = _picker_labels(candidates)  # once, not once per entry
     listed = {run.name: run for run in candidates}
     index = candidates.index(default) if default in candidates else 0
-    picked = st.selectbox(label, candidates, format_func=lambda run: labels.get(run.name) or run_label(run),
-                          index=index, key=key, help=help)  # fmt: skip
+    picked = st.selectbox(
+        label,
+        candidates,
+        format_func=lambda run: labels.get(run.name) or run_label(run),
+        index=index,
+        key=key,
+        help=help,
+    )
     return listed.get(picked.name, picked)
 
 
@@ -263,8 +295,10 @@ def recorded_left_out(runs: list[Run]) -> None:
     """One sentence naming the runs recorded from other training loops that a page rebuilding a model leaves out."""
     recorded = sorted({run.label for run in runs if run.recorded})
     if recorded:
-        st.caption(f"Not shown: {', '.join(recorded)}, recorded from other training loops. They hold predictions, "
-                   "not the parameters this page rebuilds a model from; the Calibration page shows them.")  # fmt: skip
+        st.caption(
+            f"Not shown: {', '.join(recorded)}, recorded from other training loops. They hold predictions, "
+            "not the parameters this page rebuilds a model from; the Calibration page shows them."
+        )
 
 
 def sentence_start(text: str) -> str:
@@ -311,9 +345,18 @@ def choose_units(key: str, limit: int = 6) -> Chosen:
         st.stop()
     groups = group_runs(usable)
     has_seeds = any(len(group.runs) > 1 for group in groups)
-    as_groups = st.radio("Show", ["groups of seeds", "single runs"], index=0 if has_seeds else 1, horizontal=True,
-                         help="A group is the runs of one setting at several training seeds: its mean, an interval "
-                         "over the seeds, and its members.", key=f"{key}_show") == "groups of seeds"  # fmt: skip
+    as_groups = (
+        st.radio(
+            "Show",
+            ["groups of seeds", "single runs"],
+            index=0 if has_seeds else 1,
+            horizontal=True,
+            help="A group is the runs of one setting at several training seeds: its mean, an interval "
+            "over the seeds, and its members.",
+            key=f"{key}_show",
+        )
+        == "groups of seeds"
+    )
     if as_groups:
         candidates = {group.key: group for group in groups}
         names = group_stats.unique_names(groups)
@@ -323,10 +366,16 @@ def choose_units(key: str, limit: int = 6) -> Chosen:
         names = analysis.display_names(usable)
         default = [run.name for run in analysis.default_selection(usable, limit)]
     listed = {key: names[key] + (_seeds_training(unit) if as_groups else "") for key, unit in candidates.items()}
-    chosen = st.multiselect("Groups" if as_groups else "Runs", list(candidates), default=default,
-                            format_func=listed.get, key=f"{key}_units_{as_groups}")  # fmt: skip
-    if chosen == default and (line := analysis.not_by_default(list(candidates.values()), default, names, limit,
-                                                               single_runs=not as_groups)):  # fmt: skip
+    chosen = st.multiselect(
+        "Groups" if as_groups else "Runs",
+        list(candidates),
+        default=default,
+        format_func=listed.get,
+        key=f"{key}_units_{as_groups}",
+    )
+    if chosen == default and (
+        line := analysis.not_by_default(list(candidates.values()), default, names, limit, single_runs=not as_groups)
+    ):
         st.caption(line)
     if not chosen:
         st.info("Pick at least one.")
@@ -365,14 +414,20 @@ def report_note(settings, metrics: tuple[str, ...] = ()) -> str:
     from peftviz.analysis.group_stats import Settings
 
     default = Settings()
-    flags = "".join(f" --metric {name}" for name in metrics) + ("" if settings.which == "test" else
-                                                                 f" --epoch {settings.which}")  # fmt: skip
+    flags = "".join(f" --metric {name}" for name in metrics) + (
+        "" if settings.which == "test" else f" --epoch {settings.which}"
+    )
     where = f"`report{flags}`"
     if settings.which == "test" and not metrics:
         where += " and of Home's groups table (test accuracy and ECE)"
-    said = {"n_resamples": f"{default.n_resamples:,} resamples", "seed": f"bootstrap seed {default.seed}",
-            "n_bins": f"{default.n_bins} bins", "scheme": "equal-width bins", "level": f"{default.level:.0%} intervals",
-            "group_interval": "the two-level bootstrap"}  # fmt: skip
+    said = {
+        "n_resamples": f"{default.n_resamples:,} resamples",
+        "seed": f"bootstrap seed {default.seed}",
+        "n_bins": f"{default.n_bins} bins",
+        "scheme": "equal-width bins",
+        "level": f"{default.level:.0%} intervals",
+        "group_interval": "the two-level bootstrap",
+    }
     differ = [text for name, text in said.items() if getattr(settings, name) != getattr(default, name)]
     if not differ:
         return f"These are the cells of {where}, at {default.n_resamples:,} resamples."
@@ -393,6 +448,17 @@ def current_page() -> str:
 
     ctx = get_script_run_ctx()
     return ctx.pages_manager.current_page_script_hash if ctx is not None else ""
+
+
+def _shown_choice(value) -> str:
+    return "None" if value is None else str(value)
+
+
+def _choice(label: str, options: list, default, help_text: str, widget_key: str):
+    """A select box of `options`, at `default` where it is one of them (else the first)."""
+    index = options.index(default) if default in options else 0
+    _follow_default(widget_key, options[index])
+    return st.selectbox(label, options, index=index, help=help_text, key=widget_key, format_func=_shown_choice)
 
 
 def options_form(
@@ -433,10 +499,7 @@ def options_form(
             values[f.name] = _run_choice(label, links[f.name], default, help_text, widget_key)
         elif f.name in choices:  # `Literal[...] | None` (peft's) offers None too, shown as "None"
             options = list(choices[f.name]) + ([None] if _takes_none(hints[f.name]) else [])
-            index = options.index(default) if default in options else 0
-            _follow_default(widget_key, options[index])
-            values[f.name] = st.selectbox(label, options, index=index, help=help_text, key=widget_key,
-                                          format_func=lambda value: "None" if value is None else str(value))  # fmt: skip
+            values[f.name] = _choice(label, options, default, help_text, widget_key)
         elif types[f.name] is bool:
             _follow_default(widget_key, bool(default))
             values[f.name] = st.checkbox(label, bool(default), help=help_text, key=widget_key)
@@ -489,8 +552,9 @@ def _run_choice(label: str, runs: list[Run], default, help_text: str, key: str) 
     options = [None, *paths, *([chosen] if chosen and chosen not in names else [])]
     index = options.index(default) if default in options else 0
     help_text += "; chosen among the store's runs that fit, or none"
-    return st.selectbox(label, options, index=index, help=help_text, key=key,
-                        format_func=lambda path: _linked_run_label(path, names))  # fmt: skip
+    return st.selectbox(
+        label, options, index=index, help=help_text, key=key, format_func=lambda path: _linked_run_label(path, names)
+    )
 
 
 def _linked_run_label(path: str | None, offered: dict[str, Run]) -> str:

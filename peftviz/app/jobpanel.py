@@ -42,8 +42,13 @@ def policy() -> ServerPolicy:
 def job_queue() -> JobQueue:
     """One per server: every visitor's jobs wait in the same line."""
     server = policy()
-    return JobQueue(server.max_running, server.max_waiting, server.per_visitor,
-                    runs_per_owner=server.runs_per_visitor, max_runs=server.runs_queued)  # fmt: skip
+    return JobQueue(
+        server.max_running,
+        server.max_waiting,
+        server.per_visitor,
+        runs_per_owner=server.runs_per_visitor,
+        max_runs=server.runs_queued,
+    )
 
 
 def visitor() -> str:
@@ -98,8 +103,10 @@ def engine_choice() -> str:
     shared server, where one visitor's sweep would take every core from the others."""
     if policy().shared or importlib.util.find_spec("ray") is None:
         return "local"
-    help_text = ("Ray starts on this machine, or joins the cluster that RAY_ADDRESS names; the runs go to the same "
-                 "store, and the queue below follows them as Ray finishes them")  # fmt: skip
+    help_text = (
+        "Ray starts on this machine, or joins the cluster that RAY_ADDRESS names; the runs go to the same "
+        "store, and the queue below follows them as Ray finishes them"
+    )
     return st.radio("Train on", list(ENGINE_LABELS), format_func=ENGINE_LABELS.get, horizontal=True, help=help_text)
 
 
@@ -216,8 +223,11 @@ def _status_line(queue: JobQueue, job: Job) -> str:
         doing = "importing" if job.imports and not (job.configs or job.resume) else "training"
         return f"{runs}, {doing} in the background ({job.timing()}): you can switch pages and come back"
     counts = f": {job.outcome_counts()}" if job.outcomes else ""
-    return {"done": f"{runs}, done ({job.timing()}){counts}", "failed": f"{runs}, failed{counts}",
-            "cancelled": f"{runs}, cancelled{counts}"}[job.status]  # fmt: skip
+    return {
+        "done": f"{runs}, done ({job.timing()}){counts}",
+        "failed": f"{runs}, failed{counts}",
+        "cancelled": f"{runs}, cancelled{counts}",
+    }[job.status]
 
 
 def _cancel_button(queue: JobQueue, job: Job) -> None:

@@ -161,8 +161,11 @@ class Job:
     def _seconds_per_run(self, running: dict[str, tuple[float, bool]], now: float) -> float | None:
         """How long a run of this job takes: the mean of those that ended (trained, not skipped); before any
         has, the running runs' whole length as estimated now (`running`: name -> its time left); else None."""
-        took = [self.run_ended[n] - self.run_started[n] for n in self.run_ended
-                if n in self.run_started and self.progress[n].phase != SKIPPED]  # fmt: skip
+        took = [
+            self.run_ended[n] - self.run_started[n]
+            for n in self.run_ended
+            if n in self.run_started and self.progress[n].phase != SKIPPED
+        ]
         if not took:
             took = [now - self.run_started[n] + left for n, (left, _) in running.items()]
         return sum(took) / len(took) if took else None
@@ -187,8 +190,15 @@ class JobQueue:
     one job may hold a whole comparison at ten seeds.
     """
 
-    def __init__(self, max_running: int = 1, max_waiting: int = 20, per_owner: int | None = None, train=None,
-                 runs_per_owner: int | None = None, max_runs: int | None = None):  # fmt: skip
+    def __init__(
+        self,
+        max_running: int = 1,
+        max_waiting: int = 20,
+        per_owner: int | None = None,
+        train=None,
+        runs_per_owner: int | None = None,
+        max_runs: int | None = None,
+    ):
         self.max_running, self.max_waiting, self.per_owner = max_running, max_waiting, per_owner
         self.runs_per_owner, self.max_runs = runs_per_owner, max_runs
         self._train = train or train_in_process  # tests swap in a fake trainer: train(job) -> runs

@@ -56,8 +56,10 @@ class Comparison:
         limit = self.settings["limit"]
         examples = f"{limit} examples per split, " if limit else ""
         epochs = self.settings["epochs"]
-        return (f"{self.settings['model']} on {self.settings['dataset']} ({examples}{self.settings['max_length']} "
-                f"tokens, {epochs} epoch{'s' if epochs != 1 else ''})")  # fmt: skip
+        return (
+            f"{self.settings['model']} on {self.settings['dataset']} ({examples}{self.settings['max_length']} "
+            f"tokens, {epochs} epoch{'s' if epochs != 1 else ''})"
+        )
 
 
 def comparison_settings(run: Run) -> tuple:
@@ -79,8 +81,10 @@ def comparisons(runs: list[Run]) -> list[Comparison]:
 
     ordered = sorted(by_settings, key=rank, reverse=True)
     members = {settings: [runs[i] for i in by_settings[settings]] for settings in ordered}
-    return [Comparison(dict(zip(COMPARISON_SETTINGS, settings)), one_per_label(members[settings]), members[settings])
-            for settings in ordered]  # fmt: skip
+    return [
+        Comparison(dict(zip(COMPARISON_SETTINGS, settings)), one_per_label(members[settings]), members[settings])
+        for settings in ordered
+    ]
 
 
 def comparison_of(runs: list[Run]) -> Comparison | None:
@@ -118,10 +122,14 @@ def left_out(runs: list[Run], shown: Comparison | None) -> list[str]:
         if run.name not in drawn and (why := _why_left_out(run)):
             reasons.setdefault(why, []).append(_named(run))
     lines = [f"Not drawn, {why}: {', '.join(named)}." for why, named in reasons.items()]
-    others = [f"{other.name}, data seed {other.settings['data_seed']} ({_runs_count(other.members)})"
-              for other in comparisons(runs) if not shown or other.settings != shown.settings]  # fmt: skip
-    return lines + ([f"Not drawn, other comparisons (another model, data or budget): {'; '.join(others)}."]
-                    if others else [])  # fmt: skip
+    others = [
+        f"{other.name}, data seed {other.settings['data_seed']} ({_runs_count(other.members)})"
+        for other in comparisons(runs)
+        if not shown or other.settings != shown.settings
+    ]
+    return lines + (
+        [f"Not drawn, other comparisons (another model, data or budget): {'; '.join(others)}."] if others else []
+    )
 
 
 def _runs_count(runs: list[Run]) -> str:
@@ -141,8 +149,10 @@ def _why_left_out(run: Run) -> str | None:
     if run.config is None:
         return "unreadable"
     if run.recorded:
-        return ("recorded from other training loops (they hold predictions, not the parameters the attention steps "
-                "rebuild a model from)")  # fmt: skip
+        return (
+            "recorded from other training loops (they hold predictions, not the parameters the attention steps "
+            "rebuild a model from)"
+        )
     if run.imported:
         return "imported, not trained here"
     if run.status != "complete" or not run.metrics:

@@ -207,8 +207,11 @@ def _failures(outcomes: list) -> dict | None:
     if not failed:
         return None
     first = failed[0]
-    message = first.error if len(outcomes) == 1 else (
-        f"{len(failed)} of {len(outcomes)} runs failed; {first.planned.config.run_title}: {first.error}")  # fmt: skip
+    message = (
+        first.error
+        if len(outcomes) == 1
+        else (f"{len(failed)} of {len(outcomes)} runs failed; {first.planned.config.run_title}: {first.error}")
+    )
     return {"error": first.error_kind, "message": message or "training failed"}
 
 

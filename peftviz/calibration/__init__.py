@@ -37,5 +37,18 @@ from peftviz.calibration.metrics import (
     summary,
 )
 
-__all__ = ["SCHEMES", "accuracy", "ace", "apply_temperature", "brier", "classwise_ece", "ece", "fit_temperature", "mce",
-           "nll", "one_vs_rest_bins", "reliability_bins", "summary"]  # fmt: skip
+__all__ = [
+    "SCHEMES",
+    "accuracy",
+    "ace",
+    "apply_temperature",
+    "brier",
+    "classwise_ece",
+    "ece",
+    "fit_temperature",
+    "mce",
+    "nll",
+    "one_vs_rest_bins",
+    "reliability_bins",
+    "summary",
+]

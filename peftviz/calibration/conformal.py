@@ -161,8 +161,18 @@ def _check_split(probs, labels, name: str) -> tuple[np.ndarray, np.ndarray]:
     return probs, labels
 
 
-def conformal_sets(cal_probs, cal_labels, eval_probs, eval_labels, alpha: float, score: str,
-                   n_resamples: int = 0, seed: int = 0, u_calibration=None, u_evaluation=None) -> ConformalSets:  # fmt: skip
+def conformal_sets(
+    cal_probs,
+    cal_labels,
+    eval_probs,
+    eval_labels,
+    alpha: float,
+    score: str,
+    n_resamples: int = 0,
+    seed: int = 0,
+    u_calibration=None,
+    u_evaluation=None,
+) -> ConformalSets:
     """Calibrate q̂ on (cal_probs, cal_labels), judge the sets on (eval_probs, eval_labels) at `alpha`.
 
     APS's U: `u_calibration` (n_cal,) and `u_evaluation` (N_eval,), else `uniforms(n, seed, 0 | 1)`.
@@ -173,8 +183,10 @@ def conformal_sets(cal_probs, cal_labels, eval_probs, eval_labels, alpha: float,
     cal_probs, cal_labels = _check_split(cal_probs, cal_labels, "calibration")
     eval_probs, eval_labels = _check_split(eval_probs, eval_labels, "evaluation")
     if cal_probs.shape[1] != eval_probs.shape[1]:
-        raise ConfigError(f"calibration and evaluation must have the same classes: {cal_probs.shape[1]} and "
-                          f"{eval_probs.shape[1]} columns of probabilities")  # fmt: skip
+        raise ConfigError(
+            f"calibration and evaluation must have the same classes: {cal_probs.shape[1]} and "
+            f"{eval_probs.shape[1]} columns of probabilities"
+        )
     n_cal, n_eval = len(cal_labels), len(eval_labels)
     u_cal = uniforms(n_cal, seed, 0) if u_calibration is None else np.asarray(u_calibration, dtype=np.float64)
     u_eval = uniforms(n_eval, seed, 1) if u_evaluation is None else np.asarray(u_evaluation, dtype=np.float64)
@@ -190,5 +202,13 @@ def conformal_sets(cal_probs, cal_labels, eval_probs, eval_labels, alpha: float,
         coverage_draws = (eval_true[eval_rows] <= q_draws).mean(axis=1)
         in_sets = eval_scores[eval_rows] <= q_draws[:, :, None]  # (R, N_eval, C)
         set_size_draws = in_sets.sum(axis=2).mean(axis=1)
-    return ConformalSets(score, float(alpha), q_hat, eval_true <= q_hat + TOLERANCE,
-                         (eval_scores <= q_hat + TOLERANCE).sum(axis=1), coverage_draws, set_size_draws, n_cal)  # fmt: skip
+    return ConformalSets(
+        score,
+        float(alpha),
+        q_hat,
+        eval_true <= q_hat + TOLERANCE,
+        (eval_scores <= q_hat + TOLERANCE).sum(axis=1),
+        coverage_draws,
+        set_size_draws,
+        n_cal,
+    )

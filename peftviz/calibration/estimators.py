@@ -716,16 +716,22 @@ def smooth_reliability(probs, labels, n_resamples: int = 200, seed: int = 0, ban
     from relplot import prepare_rel_diagram  # local: imports matplotlib and seaborn
 
     confidence, correct = top_label(probs, labels)
-    out = prepare_rel_diagram(confidence, correct.astype(np.float64), plot_confidence_band=False,
-                              report_CE_std=False)  # fmt: skip
+    out = prepare_rel_diagram(confidence, correct.astype(np.float64), plot_confidence_band=False, report_CE_std=False)
     mesh, sigma = np.asarray(out["mesh"], dtype=np.float64), float(out["sigma"])
     curve = lower = upper = np.asarray(out["mu"], dtype=np.float64)
     if band:
         fits = bootstrap_fits(confidence, correct, sigma, mesh, resample_indices(len(labels), n_resamples, seed))
         curve, (lower, upper) = fits.mean(axis=0), np.quantile(fits, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
-    return SmoothDiagram(mesh=mesh, curve=curve, lower=lower, upper=upper,
-                         density=np.asarray(out["density"], dtype=np.float64), smooth_ece=float(out["ce"]),
-                         sigma=sigma, n=len(confidence))  # fmt: skip
+    return SmoothDiagram(
+        mesh=mesh,
+        curve=curve,
+        lower=lower,
+        upper=upper,
+        density=np.asarray(out["density"], dtype=np.float64),
+        smooth_ece=float(out["ce"]),
+        sigma=sigma,
+        n=len(confidence),
+    )
 
 
 def bootstrap_fits(confidence, correct, sigma: float, mesh: np.ndarray, indices: np.ndarray) -> np.ndarray:

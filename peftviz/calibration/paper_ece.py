@@ -171,9 +171,15 @@ def eces_from_counts(count: np.ndarray, hits: np.ndarray, proxies: np.ndarray, p
 
 
 def resampled_paper_ece(
-    probs, labels, indices, n_bins: int = 10, bin_range=(0.0, 1.0), scheme: str = "equal-range",
-    proxy: str = "upper-edge", p=1,
-) -> np.ndarray:  # fmt: skip
+    probs,
+    labels,
+    indices,
+    n_bins: int = 10,
+    bin_range=(0.0, 1.0),
+    scheme: str = "equal-range",
+    proxy: str = "upper-edge",
+    p=1,
+) -> np.ndarray:
     """The paper's ECE of each resample row, (R,): row r is computed on probs[indices[r]], labels[indices[r]].
 
     >>> probs = [[0.6, 0.2, 0.2], [0, 0.95, 0.05], [0.7, 0.1, 0.2]]
@@ -188,9 +194,14 @@ def resampled_paper_ece(
 
 
 def paper_ece(
-    probs, labels, n_bins: int = 10, bin_range=(0.0, 1.0), scheme: str = "equal-range", proxy: str = "upper-edge",
+    probs,
+    labels,
+    n_bins: int = 10,
+    bin_range=(0.0, 1.0),
+    scheme: str = "equal-range",
+    proxy: str = "upper-edge",
     p=1,
-) -> float:  # fmt: skip
+) -> float:
     """ECE as ``evaluate.load("jordyvl/ece").compute(references=labels, predictions=probs)["ECE"]`` gives it
     at its defaults (module docstring); the keyword arguments are that module's.
 

@@ -163,8 +163,9 @@ def _seed_resamples(n_seeds: int) -> tuple[np.ndarray, np.ndarray]:
     from itertools import combinations_with_replacement
     from math import factorial
 
-    counts = np.array([np.bincount(draw, minlength=n_seeds)
-                       for draw in combinations_with_replacement(range(n_seeds), n_seeds)])  # fmt: skip
+    counts = np.array(
+        [np.bincount(draw, minlength=n_seeds) for draw in combinations_with_replacement(range(n_seeds), n_seeds)]
+    )
     ways = factorial(n_seeds) / np.prod([[factorial(k) for k in row] for row in counts], axis=1)
     return counts, ways / n_seeds**n_seeds
 
@@ -189,16 +190,24 @@ def _p_few_seeds(values: np.ndarray, parts: VarianceComponents, scale: float) ->
     return _far_share(np.abs(estimate), shift, sd[None, :]) @ weight
 
 
-def _p_many_seeds(estimate: np.ndarray, sample_variance: np.ndarray, parts: VarianceComponents, scale: float,
-                  n_seeds: int) -> np.ndarray:  # fmt: skip
+def _p_many_seeds(
+    estimate: np.ndarray, sample_variance: np.ndarray, parts: VarianceComponents, scale: float, n_seeds: int
+) -> np.ndarray:
     """(M,) the same for many seeds, where the resampled seeds' mean is normal: variance s²/S (s² with 1/S),
     plus the documents' (a resample holds each seed (2S − 1)/S² times squared, on average)."""
     variance = sample_variance / n_seeds + scale * (parts.docs + parts.inter * (2 * n_seeds - 1) / n_seeds**2)
     return _far_share(np.abs(estimate), np.zeros_like(estimate), np.sqrt(variance))
 
 
-def power(parts: VarianceComponents, difference: float, n_seeds: int, n_documents: float, alpha: float,
-          n_resamples: int = REPORT_RESAMPLES, seed: int = 0) -> float:  # fmt: skip
+def power(
+    parts: VarianceComponents,
+    difference: float,
+    n_seeds: int,
+    n_documents: float,
+    alpha: float,
+    n_resamples: int = REPORT_RESAMPLES,
+    seed: int = 0,
+) -> float:
     """P(`stats.two_level_difference` with `n_resamples` draws calls `difference` significant at `alpha`)
     with `n_seeds` × `n_documents`: Monte Carlo over experiments (seeds' values, the test set's shift)."""
     from scipy.stats import binom
@@ -240,8 +249,9 @@ def recommend(parts: VarianceComponents, difference: float, alpha: float = ALPHA
     if difference == 0:  # nothing to detect: no design reaches any power above α
         return Plan(difference, parts, alpha, target, now, None, None, dict.fromkeys(MORE_DOCUMENTS[1:]))
     documents = _fewest(lambda n: power(parts, difference, parts.n_seeds, n, alpha) >= target, 2, MAX_DOCUMENTS)
-    more = {factor: _fewest_seeds(parts, difference, factor * parts.n_documents, alpha, target)
-            for factor in MORE_DOCUMENTS}  # fmt: skip
+    more = {
+        factor: _fewest_seeds(parts, difference, factor * parts.n_documents, alpha, target) for factor in MORE_DOCUMENTS
+    }
     return Plan(difference, parts, alpha, target, now, more.pop(1), documents, more)
 
 
@@ -249,8 +259,9 @@ def _fewest_seeds(parts: VarianceComponents, difference: float, n_documents: int
     return _fewest(lambda s: power(parts, difference, s, n_documents, alpha) >= target, 2, MAX_SEEDS)
 
 
-def plan_of(a: SeedDraws, b: SeedDraws, n_documents: int, n_pairs: int = 1, alpha: float = ALPHA,
-            target: float = TARGET) -> Plan:  # fmt: skip
+def plan_of(
+    a: SeedDraws, b: SeedDraws, n_documents: int, n_pairs: int = 1, alpha: float = ALPHA, target: float = TARGET
+) -> Plan:
     """The plan for the difference seen between two units, at `alpha` / `n_pairs` (Holm's first step)."""
     if n_pairs < 1:
         raise ConfigError(f"the number of pairs must be at least 1, got {n_pairs}")
@@ -260,8 +271,9 @@ def plan_of(a: SeedDraws, b: SeedDraws, n_documents: int, n_pairs: int = 1, alph
 # ---------------------------------------------------------------- the check by simulation
 
 
-def simulated_draws(parts: VarianceComponents, difference: float, n_seeds: int, counts: np.ndarray,
-                    rng: np.random.Generator) -> tuple[SeedDraws, SeedDraws]:  # fmt: skip
+def simulated_draws(
+    parts: VarianceComponents, difference: float, n_seeds: int, counts: np.ndarray, rng: np.random.Generator
+) -> tuple[SeedDraws, SeedDraws]:
     """One simulated comparison of A against B (B all zeros): per seed s and document i the difference
     e_si = δ + a_s + b_i + c_si with the variances of `parts` (per document: N₀ times the mean's), and
     both units' bootstrap draws on the document rows whose `counts` (R, N) say how often each holds each document."""
@@ -277,8 +289,16 @@ def simulated_draws(parts: VarianceComponents, difference: float, n_seeds: int, 
     return SeedDraws(seeds, per_seed.mean(axis=1), draws), zeros
 
 
-def simulated_power(parts: VarianceComponents, difference: float, n_seeds: int, n_documents: int, alpha: float,
-                    n_experiments: int = 1000, n_resamples: int = REPORT_RESAMPLES, seed: int = 0) -> float:  # fmt: skip
+def simulated_power(
+    parts: VarianceComponents,
+    difference: float,
+    n_seeds: int,
+    n_documents: int,
+    alpha: float,
+    n_experiments: int = 1000,
+    n_resamples: int = REPORT_RESAMPLES,
+    seed: int = 0,
+) -> float:
     """The share of `n_experiments` simulated comparisons (`simulated_draws`) that `stats.two_level_difference`,
     the test `report` runs, calls significant at `alpha`."""
     from threadpoolctl import threadpool_limits

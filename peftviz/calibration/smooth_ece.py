@@ -221,8 +221,9 @@ def smooth_ece_at_each(confidence, residual, counts, sigmas: np.ndarray) -> np.n
         grid_residual = np.asarray((counts[on_grid] * residual) @ splat)  # (g, J)
         for sigma in np.unique(sigmas[on_grid]):
             rows = sigmas[on_grid] == sigma
-            eces[on_grid[rows]] = smooth_ece_on_grid(grid_density[rows], grid_residual[rows], touched, float(sigma),
-                                                     int(n_grid))  # fmt: skip
+            eces[on_grid[rows]] = smooth_ece_on_grid(
+                grid_density[rows], grid_residual[rows], touched, float(sigma), int(n_grid)
+            )
     return eces
 
 

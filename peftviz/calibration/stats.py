@@ -428,8 +428,10 @@ class SeedDraws:
     def __post_init__(self):
         # a seed may repeat (the same comparison trained twice: `runs.group_runs` keeps both)
         if len(self.seeds) != len(self.values) or self.draws.ndim != 2 or self.draws.shape[0] != len(self.values):
-            raise ConfigError(f"need one value and one row of draws per seed, got seeds {list(self.seeds)}, "
-                              f"{len(self.values)} values, draws {self.draws.shape}")  # fmt: skip
+            raise ConfigError(
+                f"need one value and one row of draws per seed, got seeds {list(self.seeds)}, "
+                f"{len(self.values)} values, draws {self.draws.shape}"
+            )
 
     @classmethod
     def of(cls, seeds, estimates) -> SeedDraws:
@@ -499,8 +501,9 @@ def two_level_difference(
     ('two-level bootstrap (seeds paired)', 0.0167, 0.01, 0.02, 0.005)
     """
     a, b, rows_a, rows_b = paired_seed_rows(a, b, seed)
-    found = paired_bootstrap_from_samples(a.mean, b.mean, a.group_draws(rows_a), b.group_draws(rows_b), level,
-                                          n_examples)  # fmt: skip
+    found = paired_bootstrap_from_samples(
+        a.mean, b.mean, a.group_draws(rows_a), b.group_draws(rows_b), level, n_examples
+    )
     if len(a.seeds) == len(b.seeds) == 1:
         return found  # two runs: the paired bootstrap over examples
     paired = "seeds paired" if a.seeds == b.seeds else "seeds independent"

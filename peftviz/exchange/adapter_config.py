@@ -49,8 +49,12 @@ MAX_ITEMS = 10_000  # module names, per-map patterns: a few per layer of the dee
 MAX_DEPTH = 4  # peft's sub-configs and patterns are flat objects of lists
 MODULE_NAME = re.compile(r"[\w.-]+")
 # prompt learning's fields that describe the base: field -> the base config's attribute it must equal
-BASE_FIELDS = {"token_dim": "hidden_size", "num_layers": "num_hidden_layers", "num_attention_heads": "num_attention_heads",
-               "num_transformer_submodules": None}  # fmt: skip
+BASE_FIELDS = {
+    "token_dim": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "num_attention_heads": "num_attention_heads",
+    "num_transformer_submodules": None,
+}
 ENCODER_SUBMODULES = 1  # peft's num_transformer_submodules of an encoder (a seq2seq model has 2)
 
 
@@ -175,8 +179,14 @@ def _same_kind(value, hint) -> bool:
 
 def _described(hint) -> str:
     kind = _kind(hint)
-    words = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list",
-             dict: "an object"}  # fmt: skip
+    words = {
+        bool: "true or false",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }
     return words.get(kind, with_article(getattr(kind, "__name__", "value")))
 
 

@@ -12,10 +12,27 @@ from peftviz.calibration.estimators import estimate_all
 from peftviz.exchange.hf import local_base, peftviz_only, portable_base
 from peftviz.store.runs import Run
 
-CARD_METRICS = {"accuracy": "accuracy", "ece": "ECE (10 equal-width bins)", "smooth_ece": "smooth ECE",
-                "nll": "negative log-likelihood", "brier": "Brier score"}  # fmt: skip
-SETTINGS = ("method", "model", "dataset", "limit", "max_length", "pooling", "epochs", "learning_rate",
-            "effective_batch_size", "seed", "data_seed", "precision")  # fmt: skip
+CARD_METRICS = {
+    "accuracy": "accuracy",
+    "ece": "ECE (10 equal-width bins)",
+    "smooth_ece": "smooth ECE",
+    "nll": "negative log-likelihood",
+    "brier": "Brier score",
+}
+SETTINGS = (
+    "method",
+    "model",
+    "dataset",
+    "limit",
+    "max_length",
+    "pooling",
+    "epochs",
+    "learning_rate",
+    "effective_batch_size",
+    "seed",
+    "data_seed",
+    "precision",
+)
 
 
 def model_card(run: Run, peft: bool) -> str:
@@ -99,12 +116,14 @@ def _snippet(base: str, n_labels: int, offline: bool = False) -> str:
     """A Python block that loads the adapter onto the classifier of `base` (a hub id or a folder); `offline`: with
     the hub turned off first."""
     lines = ["import os", "", 'os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers loads: no hub', ""] * offline
-    return "\n".join([
-        "```python",
-        *lines,
-        *PEFT_IMPORTS,
-        "",
-        f"base = AutoModelForSequenceClassification.from_pretrained({json.dumps(base)}, num_labels={n_labels})",
-        'model = PeftModel.from_pretrained(base, "THIS_FOLDER")',
-        "```",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "```python",
+            *lines,
+            *PEFT_IMPORTS,
+            "",
+            f"base = AutoModelForSequenceClassification.from_pretrained({json.dumps(base)}, num_labels={n_labels})",
+            'model = PeftModel.from_pretrained(base, "THIS_FOLDER")',
+            "```",
+        ]
+    )

@@ -51,8 +51,9 @@ def export_run(run: Run, folder: Path) -> Path:
     if run.status != "complete":
         raise ExchangeError(f"run {run.name} is {run.status}; only a complete run can be exported")
     if not run.has_params:
-        raise ExchangeError(f"run {run.name} was recorded from another training loop: it holds predictions, no "
-                            "parameters to export")  # fmt: skip
+        raise ExchangeError(
+            f"run {run.name} was recorded from another training loop: it holds predictions, no parameters to export"
+        )
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ExchangeError(f"{folder} exists and is not an empty folder: choose a new one")
@@ -93,8 +94,9 @@ def peft_adapter_model(model: PeftClassifier, label_names: list[str], base: str)
     settings = method.peft_config()  # a ConfigError where the run's options have no exact peft form
     classifier = classifier_for(encoder.config, label_names)
     if settings.get("rank_pattern") and method.peft_type == "ADALORA":  # named in the encoder: in the classifier
-        settings["rank_pattern"] = {f"{classifier.base_model_prefix}.{key}": kept
-                                    for key, kept in settings["rank_pattern"].items()}  # fmt: skip
+        settings["rank_pattern"] = {
+            f"{classifier.base_model_prefix}.{key}": kept for key, kept in settings["rank_pattern"].items()
+        }
     peft_config = config_class(task_type="SEQ_CLS", modules_to_save=list(head.modules_to_save), **settings)
     peft_model = _wrapped(classifier, peft_config, base)
     live = live_tensors(peft_model.get_base_model())
@@ -105,8 +107,11 @@ def peft_adapter_model(model: PeftClassifier, label_names: list[str], base: str)
     if isinstance(getattr(method, "prompt_encoder", None), torch.nn.Module):  # made by peft's own prompt encoder
         # its whole state (embeddings and MLP): peft saves what the encoder makes of its embeddings
         peft_encoder = peft_model.prompt_encoder["default"]
-        copy_into(peft_encoder.state_dict(keep_vars=True), method.prompt_encoder.state_dict(),
-                  {name: name for name in method.prompt_encoder.state_dict()})  # fmt: skip
+        copy_into(
+            peft_encoder.state_dict(keep_vars=True),
+            method.prompt_encoder.state_dict(),
+            {name: name for name in method.prompt_encoder.state_dict()},
+        )
     elif prompt is not None:
         copy_into({PROMPT: peft_model.prompt_encoder["default"].embedding.weight}, {PROMPT: prompt}, {PROMPT: PROMPT})
     return peft_model

@@ -74,8 +74,16 @@ SPLITS = ("validation", "test")
 TOLERANCE = 1e-4  # max |Δ logit| between peftviz and the model's own library on the first batch (float32: ~1e-6)
 UNNAMED = re.compile(r"LABEL_\d+")  # transformers' names for classes nobody named
 # settings an export's run fixes: the import evaluates on the same data unless told otherwise
-RUN_DATA_SETTINGS = ("dataset", "limit", "max_length", "data_seed", "seed", "batch_size", "effective_batch_size",
-                     "ece_bins")  # fmt: skip
+RUN_DATA_SETTINGS = (
+    "dataset",
+    "limit",
+    "max_length",
+    "data_seed",
+    "seed",
+    "batch_size",
+    "effective_batch_size",
+    "ece_bins",
+)
 
 
 @dataclass
@@ -117,8 +125,13 @@ def import_model(request: ImportRequest, runs_dir: Path | None = None, progress:
         name: predict(model, _reported(loader, report, request.title, name), device) for name, loader in loaders.items()
     }
     seconds = time.perf_counter() - started
-    imported = {"kind": found.kind, "source": request.source, "revision": found.revision, "files": found.files,
-                "labels": matched}  # fmt: skip
+    imported = {
+        "kind": found.kind,
+        "source": request.source,
+        "revision": found.revision,
+        "files": found.files,
+        "labels": matched,
+    }
     run = _store(config, model, data, evaluations, seconds, imported, runs_dir)
     report(Progress(request.title, "done", 1, 1))
     return run
@@ -138,8 +151,14 @@ def _config(loaded: Loaded, preset: str, overrides: dict) -> TrainConfig:
     label = given.pop("label", None) or f"{label or method} (imported)"
     config = preset_config(preset, method, **{**settings, **given})
     # one evaluation, no training: "epoch" 1 is the validation evaluation of the model as loaded, in float32
-    return replace(config, model=loaded.base, epochs=1, effective_batch_size=config.batch_size, precision="fp32",
-                   label=label[:MAX_LABEL_CHARS])  # fmt: skip
+    return replace(
+        config,
+        model=loaded.base,
+        epochs=1,
+        effective_batch_size=config.batch_size,
+        precision="fp32",
+        label=label[:MAX_LABEL_CHARS],
+    )
 
 
 def match_labels(model_names: list[str], data_names: list[str], source: str, dataset: str):
@@ -519,8 +538,9 @@ def _load_peftviz_export(source: sources.Source, base: str | None) -> Loaded:
     names = _label_names(manifest, source.name)
     stored = replace(stored, model=base or stored.model)
     try:
-        model, tokenizer = rebuild(stored, len(names), lambda: load_file(str(source.folder / PARAMS_FILE)),
-                                   f"{source.name}: {PARAMS_FILE}")  # fmt: skip
+        model, tokenizer = rebuild(
+            stored, len(names), lambda: load_file(str(source.folder / PARAMS_FILE)), f"{source.name}: {PARAMS_FILE}"
+        )
     except (OSError, SafetensorError, RunError) as err:
         raise ExchangeError(str(err).splitlines()[0]) from None
     settings = {key: getattr(stored, key) for key in (*RUN_DATA_SETTINGS, "label", "pooling", "head_dropout")}

@@ -41,8 +41,9 @@ def fitted_top(matrix: np.ndarray) -> float:
     return top if top > 0 else 1.0
 
 
-def prefix_mass_grid_figure(grid: np.ndarray, title: str = "Prefix mass λ(C) per layer and head",
-                            width_px: float = GRID_WIDTH_PX) -> go.Figure:  # fmt: skip
+def prefix_mass_grid_figure(
+    grid: np.ndarray, title: str = "Prefix mass λ(C) per layer and head", width_px: float = GRID_WIDTH_PX
+) -> go.Figure:
     """Layer × head heatmap of prefix mass (layers × heads) on a colour scale from 0 to the grid's
     largest value, stated in the colour bar's title; each cell's value printed in it where it fits at
     `width_px` (`cell_text`), and in the hover everywhere."""
@@ -60,9 +61,13 @@ def prefix_mass_grid_figure(grid: np.ndarray, title: str = "Prefix mass λ(C) pe
         colorbar=dict(title=f"λ, 0–{top:.3f}", title_side="right", nticks=4),
     )
     fig = go.Figure(heatmap)
-    fig.update_layout(title=f"{title}<br><sup>colour scale fitted: 0 to the largest λ, {top:.4f}</sup>",
-                      xaxis_title="head", yaxis_title="layer", height=max(280, 160 + 36 * n_layers),
-                      margin={"t": 80})  # fmt: skip
+    fig.update_layout(
+        title=f"{title}<br><sup>colour scale fitted: 0 to the largest λ, {top:.4f}</sup>",
+        xaxis_title="head",
+        yaxis_title="layer",
+        height=max(280, 160 + 36 * n_layers),
+        margin={"t": 80},
+    )
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
     return show_fitting_text(fig, width_px, CELL_FONT_PX)
@@ -121,8 +126,12 @@ def _indexed_heatmap(matrix: np.ndarray, hover: np.ndarray, hovertemplate: str, 
     )
 
 
-def prefix_rows_figure(rows: PrefixRows, title: str = "what the prefix positions attend to", layer: int | None = None,
-                       head: int | None = None) -> go.Figure:  # fmt: skip
+def prefix_rows_figure(
+    rows: PrefixRows,
+    title: str = "what the prefix positions attend to",
+    layer: int | None = None,
+    head: int | None = None,
+) -> go.Figure:
     """Prefix positions (rows) × [each prefix key; text buckets] (columns) of one head; hover lists the
     top tokens. The title starts with the layer and head when they are given."""
     matrix = np.concatenate([rows.to_prefixes, rows.to_buckets], axis=1)  # (j, j + n_buckets)

@@ -67,8 +67,10 @@ DENSITY_SHARE = 0.25  # the density's peak reaches a quarter of the way up a smo
 CLASS_PANEL_PX = 230  # a classwise diagram's panel
 MIN_COUNT_WIDTH = 0.01  # a count bar of equal-mass bins of nearly equal confidences, still visible
 HOVER = "conf %{customdata[0]:.4f} · acc %{customdata[1]:.4f} · n %{customdata[2]}<extra></extra>"
-HOVER_INTERVAL = ("conf %{customdata[0]:.4f} · acc %{customdata[1]:.4f} [%{customdata[3]:.4f}, %{customdata[4]:.4f}]"
-                  " · n %{customdata[2]}<extra></extra>")  # fmt: skip
+HOVER_INTERVAL = (
+    "conf %{customdata[0]:.4f} · acc %{customdata[1]:.4f} [%{customdata[3]:.4f}, %{customdata[4]:.4f}]"
+    " · n %{customdata[2]}<extra></extra>"
+)
 
 
 def caption(table: pd.DataFrame) -> str:
@@ -108,8 +110,9 @@ def _bin_positions(table: pd.DataFrame) -> tuple[list[float], list[float]]:
     return table["lower"].tolist(), (table["upper"] - table["lower"]).tolist()
 
 
-def _bars(name, left, widths, y, color, custom, legend, share=1.0, shift=0.0, base=None, hover=HOVER,
-          **style) -> go.Bar:  # fmt: skip
+def _bars(
+    name, left, widths, y, color, custom, legend, share=1.0, shift=0.0, base=None, hover=HOVER, **style
+) -> go.Bar:
     """Bars from each bin's left edge + shift·width, share·width wide, with the bins' hover."""
     return go.Bar(
         x=[edge + width / 2 for edge, width in zip(left, widths)],  # the bin's centre, for hover and CSV
@@ -135,20 +138,49 @@ def whiskers(table: pd.DataFrame) -> dict:
     """plotly's error_y from each bin's accuracy down to accuracy_low and up to accuracy_high (None
     for an empty bin)."""
     accuracy, filled = table["accuracy"], table["count"] > 0
-    return {"type": "data", "symmetric": False, "array": _only(table["accuracy_high"] - accuracy, filled),
-            "arrayminus": _only(accuracy - table["accuracy_low"], filled), "color": WHISKER_COLOR,
-            "thickness": 1.2, "width": 3}  # fmt: skip
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": _only(table["accuracy_high"] - accuracy, filled),
+        "arrayminus": _only(accuracy - table["accuracy_low"], filled),
+        "color": WHISKER_COLOR,
+        "thickness": 1.2,
+        "width": 3,
+    }
 
 
-def _add_reliability(fig: go.Figure, table: pd.DataFrame, col: int = 1, showlegend: bool = True,
-                     intervals: bool = False) -> None:  # fmt: skip
+def _add_gaps(fig: go.Figure, table: pd.DataFrame, left, widths, gap_bar: dict, top: dict) -> None:
+    """The gap between each bin's confidence and its accuracy: filled above the accuracy bar where the bin is
+    overconfident, hatched where it is underconfident."""
+    accuracy, confidence = table["accuracy"], table["confidence"]
+    over, under = confidence > accuracy, accuracy > confidence  # NaN (an empty bin) is neither
+    over_bars = _bars(
+        OVER_NAME, left, widths, _only(confidence - accuracy, over), OVER_COLOR, base=_only(accuracy, over), **gap_bar
+    )
+    under_bars = _bars(
+        UNDER_NAME,
+        left,
+        widths,
+        _only(accuracy - confidence, under),
+        "white",
+        base=_only(confidence, under),
+        marker_line={"color": UNDER_COLOR, "width": 1},
+        marker_pattern={"shape": "/", "fgcolor": UNDER_COLOR, "solidity": 0.5},
+        **gap_bar,
+    )
+    fig.add_trace(over_bars, **top)
+    fig.add_trace(under_bars, **top)
+
+
+def _add_reliability(
+    fig: go.Figure, table: pd.DataFrame, col: int = 1, showlegend: bool = True, intervals: bool = False
+) -> None:
     """Accuracy, gap bars, the reference and the count bars of one diagram, in column `col`;
     `intervals`: each accuracy bar with its whisker (`whiskers`)."""
     left, widths = _bin_positions(table)
     custom = table[["confidence", "accuracy", "count"]].to_numpy().tolist()
     legend = {"showlegend": showlegend, "legendgroup": "diagram"}
     accuracy, confidence = table["accuracy"], table["confidence"]
-    over, under = confidence > accuracy, accuracy > confidence  # NaN (an empty bin) is neither
     gap_bar = {"share": GAP_SHARE, "shift": ACCURACY_SHARE + 0.02, "custom": custom, "legend": legend}
     top = {"row": 1, "col": col}
     if intervals:
@@ -156,21 +188,36 @@ def _add_reliability(fig: go.Figure, table: pd.DataFrame, col: int = 1, showlege
         accuracy_style = {"custom": bounds, "hover": HOVER_INTERVAL, "error_y": whiskers(table)}
     else:
         accuracy_style = {"custom": custom}
-    fig.add_trace(_bars("accuracy", left, widths, accuracy.tolist(), ACCURACY_COLOR, legend=legend,
-                        share=ACCURACY_SHARE, **accuracy_style), **top)  # fmt: skip
-    fig.add_trace(_bars(OVER_NAME, left, widths, _only(confidence - accuracy, over), OVER_COLOR,
-                        base=_only(accuracy, over), **gap_bar), **top)  # fmt: skip
-    fig.add_trace(_bars(UNDER_NAME, left, widths, _only(accuracy - confidence, under), "white",
-                        base=_only(confidence, under), marker_line={"color": UNDER_COLOR, "width": 1},
-                        marker_pattern={"shape": "/", "fgcolor": UNDER_COLOR, "solidity": 0.5}, **gap_bar), **top)  # fmt: skip
+    fig.add_trace(
+        _bars(
+            "accuracy",
+            left,
+            widths,
+            accuracy.tolist(),
+            ACCURACY_COLOR,
+            legend=legend,
+            share=ACCURACY_SHARE,
+            **accuracy_style,
+        ),
+        **top,
+    )
+    _add_gaps(fig, table, left, widths, gap_bar, top)
     if _on_rank_axis(table):  # the level each bar should reach: its bin's mean confidence
         reference = {"x": list(range(len(table))), "y": confidence.tolist(), "mode": "lines+markers"}
     else:
         reference = {"x": [0, 1], "y": [0, 1], "mode": "lines"}
-    fig.add_trace(go.Scatter(**reference, name="perfect calibration", line={"dash": "dash", "color": "gray"},
-                             marker={"size": 4}, hoverinfo="skip", **legend), **top)  # fmt: skip
-    fig.add_trace(_bars("count", left, widths, table["count"].tolist(), COUNT_COLOR, custom, legend),
-                  row=2, col=col)  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            **reference,
+            name="perfect calibration",
+            line={"dash": "dash", "color": "gray"},
+            marker={"size": 4},
+            hoverinfo="skip",
+            **legend,
+        ),
+        **top,
+    )
+    fig.add_trace(_bars("count", left, widths, table["count"].tolist(), COUNT_COLOR, custom, legend), row=2, col=col)
 
 
 def _x_axis(table: pd.DataFrame) -> dict:
@@ -180,8 +227,12 @@ def _x_axis(table: pd.DataFrame) -> dict:
     n = len(table)
     shown = list(range(0, n, math.ceil(n / MAX_RANK_TICKS)))
     labels = [f"{value:.3f}" if math.isfinite(value) else "" for value in table["confidence"].iloc[shown]]
-    return {"range": [-0.6, n - 0.4], "tickvals": shown, "ticktext": labels,
-            "title_text": "equal-mass bins by rank; tick: mean confidence"}  # fmt: skip
+    return {
+        "range": [-0.6, n - 0.4],
+        "tickvals": shown,
+        "ticktext": labels,
+        "title_text": "equal-mass bins by rank; tick: mean confidence",
+    }
 
 
 def _diagram_layout(fig: go.Figure, title: str, tables: list[pd.DataFrame]) -> go.Figure:
@@ -230,10 +281,12 @@ def classwise_figure(table: pd.DataFrame, level: float = stats.LEVEL) -> go.Figu
     first = per_class[0]
     split = "test" if first["epoch"].iloc[0] == "test" else "validation"
     classwise_ece = float(np.mean([table_ece(rows) for rows in per_class]))
-    title = (f"{first['run'].iloc[0]} · {_where(first)} · one-vs-rest per class<br><sup>N = {int(first['count'].sum())} "
-             f"{split} · {len(first)} {SCHEME_NAMES[first['scheme'].iloc[0]]} bins of p_k · classwise ECE = "
-             f"{classwise_ece:.4f}<br>dots: fraction of class k in the bin · whiskers: {level:.0%} Wilson interval "
-             "(n_b predictions) · grey: n_b</sup>")  # fmt: skip
+    title = (
+        f"{first['run'].iloc[0]} · {_where(first)} · one-vs-rest per class<br><sup>N = {int(first['count'].sum())} "
+        f"{split} · {len(first)} {SCHEME_NAMES[first['scheme'].iloc[0]]} bins of p_k · classwise ECE = "
+        f"{classwise_ece:.4f}<br>dots: fraction of class k in the bin · whiskers: {level:.0%} Wilson interval "
+        "(n_b predictions) · grey: n_b</sup>"
+    )
     fig, panels = panel_grid(titles, CLASS_PANEL_PX, title, "p_k, predicted probability of class k", secondary_y=True)
     for panel, rows in zip(titles, per_class):
         _add_class_diagram(fig, rows, panels[panel])
@@ -251,15 +304,46 @@ def _add_class_diagram(fig: go.Figure, rows: pd.DataFrame, where: dict) -> None:
     filled = rows["count"] > 0
     widths = np.maximum((rows["upper"] - rows["lower"]).to_numpy(), MIN_COUNT_WIDTH)
     bounds = rows[["confidence", "accuracy", "count", "accuracy_low", "accuracy_high"]].to_numpy().tolist()
-    fig.add_trace(go.Bar(x=((rows["lower"] + rows["upper"]) / 2).tolist(), y=_only(rows["count"], filled),
-                         width=widths.tolist(), marker_color=DENSITY_COLOR, name="count", customdata=bounds,
-                         hovertemplate=HOVER), secondary_y=True, **where)  # fmt: skip
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", hoverinfo="skip",
-                             line={"dash": "dash", "color": "gray", "width": 1}), secondary_y=False, **where)  # fmt: skip
-    fig.add_trace(go.Scatter(x=_only(rows["confidence"], filled), y=_only(rows["accuracy"], filled),
-                             mode="lines+markers", name="frequency", marker={"color": ACCURACY_COLOR, "size": 6},
-                             line={"color": ACCURACY_COLOR, "width": 1}, error_y=whiskers(rows), customdata=bounds,
-                             hovertemplate=HOVER_INTERVAL), secondary_y=False, **where)  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=((rows["lower"] + rows["upper"]) / 2).tolist(),
+            y=_only(rows["count"], filled),
+            width=widths.tolist(),
+            marker_color=DENSITY_COLOR,
+            name="count",
+            customdata=bounds,
+            hovertemplate=HOVER,
+        ),
+        secondary_y=True,
+        **where,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[0, 1],
+            y=[0, 1],
+            mode="lines",
+            name="perfect calibration",
+            hoverinfo="skip",
+            line={"dash": "dash", "color": "gray", "width": 1},
+        ),
+        secondary_y=False,
+        **where,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=_only(rows["confidence"], filled),
+            y=_only(rows["accuracy"], filled),
+            mode="lines+markers",
+            name="frequency",
+            marker={"color": ACCURACY_COLOR, "size": 6},
+            line={"color": ACCURACY_COLOR, "width": 1},
+            error_y=whiskers(rows),
+            customdata=bounds,
+            hovertemplate=HOVER_INTERVAL,
+        ),
+        secondary_y=False,
+        **where,
+    )
 
 
 def recalibration_figure(result: Recalibration) -> go.Figure:
@@ -294,8 +378,15 @@ def panel_grid(names: list[str], row_px: int, title: str, x_title: str, secondar
     The last panel of each column carries the x axis's ticks and `x_title`; empty cells draw nothing."""
     columns = min(len(names), PANEL_COLUMNS)
     rows = math.ceil(len(names) / columns)
-    fig = make_subplots(rows=rows, cols=columns, shared_xaxes="all", shared_yaxes="all", subplot_titles=names,
-                        horizontal_spacing=0.05, specs=[[{"secondary_y": secondary_y}] * columns] * rows)  # fmt: skip
+    fig = make_subplots(
+        rows=rows,
+        cols=columns,
+        shared_xaxes="all",
+        shared_yaxes="all",
+        subplot_titles=names,
+        horizontal_spacing=0.05,
+        specs=[[{"secondary_y": secondary_y}] * columns] * rows,
+    )
     fig.update_layout(height=PANEL_TOP_PX + PANEL_MARGIN["b"] + rows * row_px, margin=PANEL_MARGIN, showlegend=False)
     for col in range(1, columns + 1):
         last = rows if (rows - 1) * columns + col <= len(names) else rows - 1  # the column's lowest panel
@@ -308,8 +399,30 @@ def panel_grid(names: list[str], row_px: int, title: str, x_title: str, secondar
     return fig, {name: {"row": i // columns + 1, "col": i % columns + 1} for i, name in enumerate(names)}
 
 
-def ece_over_epochs_figure(curves: pd.DataFrame, scheme: str, n_bins: int, band: str, epoch: int | None = None,
-                           series: dict[str, Series] | None = None) -> go.Figure:  # fmt: skip
+def _add_seed_lines(fig: go.Figure, rows: pd.DataFrame, name: str, who: Series, where: dict) -> None:
+    """A group's seeds, each a thin dotted line in a shade of the group's colour (none for a single run)."""
+    for seed, values in seed_lines(rows):
+        shade = color(Series(who.method, who.variant, seed))
+        line = go.Scatter(
+            x=rows["epoch"].tolist(),
+            y=list(values),
+            mode="lines",
+            line={"color": shade, "width": 1, "dash": "dot"},
+            name=f"{name} seed {seed}",
+            legendgroup=name,
+            showlegend=False,
+        )
+        fig.add_trace(line, **where)
+
+
+def ece_over_epochs_figure(
+    curves: pd.DataFrame,
+    scheme: str,
+    n_bins: int,
+    band: str,
+    epoch: int | None = None,
+    series: dict[str, Series] | None = None,
+) -> go.Figure:
     """Small multiples: one panel per run or group (rows of analysis.ece_over_epochs or
     group_ece_over_epochs, concatenated), on shared axes, each its line over its band; a group's
     seeds as thin dotted lines in shades of its colour (`seed_lines`: a single run's rows have no
@@ -334,12 +447,18 @@ def ece_over_epochs_figure(curves: pd.DataFrame, scheme: str, n_bins: int, band:
         line_color = color(who)
         epochs = rows["epoch"].tolist()
         shaded_band(fig, epochs, rows["low"].clip(lower=0), rows["high"], line_color, name, where)  # ECE ≥ 0
-        fig.add_trace(go.Scatter(x=epochs, y=rows["ece"].tolist(), mode="lines+markers", name=name,
-                                 line={"color": line_color}, legendgroup=name), **where)  # fmt: skip
-        for seed, values in seed_lines(rows):
-            shade = color(Series(who.method, who.variant, seed))
-            fig.add_trace(go.Scatter(x=epochs, y=list(values), mode="lines", line={"color": shade, "width": 1, "dash": "dot"},
-                                     name=f"{name} seed {seed}", legendgroup=name, showlegend=False), **where)  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=epochs,
+                y=rows["ece"].tolist(),
+                mode="lines+markers",
+                name=name,
+                line={"color": line_color},
+                legendgroup=name,
+            ),
+            **where,
+        )
+        _add_seed_lines(fig, rows, name, who, where)
     if epoch is not None:
         fig.add_vline(x=epoch, line={"dash": "dot", "color": "gray"}, row="all", col="all")
     epochs = curves["epoch"]  # a margin either side, so the first and last markers are whole
@@ -381,10 +500,22 @@ def shaded_band(fig: go.Figure, x, low, high, color: str, name: str, where: dict
     """An invisible upper edge, then the lower edge filled up to it: a shaded band (in subplot `where`)."""
     where = where or {}
     group = {"legendgroup": name, "hoverinfo": "skip", "showlegend": False}
-    fig.add_trace(go.Scatter(x=list(x), y=list(high), mode="lines", line={"width": 0}, name=f"{name} 95% high",
-                             **group), **where)  # fmt: skip
-    fig.add_trace(go.Scatter(x=list(x), y=list(low), mode="lines", line={"width": 0}, fill="tonexty",
-                             fillcolor=translucent(color), name=f"{name} 95% low", **group), **where)  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=list(x), y=list(high), mode="lines", line={"width": 0}, name=f"{name} 95% high", **group), **where
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=list(x),
+            y=list(low),
+            mode="lines",
+            line={"width": 0},
+            fill="tonexty",
+            fillcolor=translucent(color),
+            name=f"{name} 95% low",
+            **group,
+        ),
+        **where,
+    )
 
 
 def _stretches(mask: np.ndarray) -> list[slice]:
@@ -393,8 +524,29 @@ def _stretches(mask: np.ndarray) -> list[slice]:
     return [slice(int(start), int(stop)) for start, stop in zip(edges[::2], edges[1::2])]
 
 
-def smooth_reliability_figure(curves: dict[str, SmoothDiagram], title: str, band: str,
-                              series: dict[str, Series] | None = None) -> go.Figure:  # fmt: skip
+DIAGONAL_LINE = {"dash": "dash", "color": "gray", "width": 1}
+
+
+def _add_density(fig: go.Figure, diagram, name: str, where: dict) -> None:
+    """The density of a run's confidences along the bottom of its panel, in grey as relplot draws it, on an axis
+    of its own scaled to its own peak (one run's spike at 1 hid the rest)."""
+    density = go.Scatter(
+        x=diagram.mesh.tolist(),
+        y=diagram.density.tolist(),
+        mode="lines",
+        fill="tozeroy",
+        line={"color": DENSITY_COLOR, "width": 0.5},
+        name=f"{name} density",
+        hoverinfo="skip",
+    )
+    fig.add_trace(density, secondary_y=True, **where)
+    density_axis = fig.layout[fig.data[-1].yaxis.replace("y", "yaxis")]
+    density_axis.update(matches=None, range=[0, float(diagram.density.max()) / DENSITY_SHARE])
+
+
+def smooth_reliability_figure(
+    curves: dict[str, SmoothDiagram], title: str, band: str, series: dict[str, Series] | None = None
+) -> go.Figure:
     """relplot's kernel-smoothed reliability curves as small multiples, a panel per run (six bands on
     one plot hid one another): the curve over its band and the diagonal, and along the bottom, in
     grey as relplot draws it, the density of the confidences (a quarter of the panel at the run's peak).
@@ -413,22 +565,29 @@ def smooth_reliability_figure(curves: dict[str, SmoothDiagram], title: str, band
     fig, panels = panel_grid(titles, 230, f"{title}<br><sup>{subtitle}</sup>", "confidence", secondary_y=True)
     for (name, diagram), panel in zip(curves.items(), titles):
         where, line_color = panels[panel], color(series_of(name, series))
-        fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=diagram.density.tolist(), mode="lines", fill="tozeroy",
-                                 line={"color": DENSITY_COLOR, "width": 0.5}, name=f"{name} density",
-                                 hoverinfo="skip"), secondary_y=True, **where)  # fmt: skip
-        density_axis = fig.layout[fig.data[-1].yaxis.replace("y", "yaxis")]  # its own peak: one run's spike at
-        density_axis.update(matches=None, range=[0, float(diagram.density.max()) / DENSITY_SHARE])  # 1 hid the rest
+        _add_density(fig, diagram, name, where)
         supported = diagram.supported()
         if not isinstance(diagram, GroupDiagram) or diagram.banded:
             for stretch in _stretches(supported):
                 low, high = (np.clip(edge[stretch], 0, 1) for edge in (diagram.lower, diagram.upper))
                 shaded_band(fig, diagram.mesh[stretch], low, high, line_color, name, where)
         _seed_curves(fig, diagram, name, series_of(name, series), supported, where)
-        fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=_only(diagram.curve, supported),
-                                 mode="lines", line={"color": line_color}, legendgroup=name,
-                                 name=f"{name} (smECE {diagram.smooth_ece:.4f})"), secondary_y=False, **where)  # fmt: skip
-        fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", hoverinfo="skip",
-                                 line={"dash": "dash", "color": "gray", "width": 1}), secondary_y=False, **where)  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=diagram.mesh.tolist(),
+                y=_only(diagram.curve, supported),
+                mode="lines",
+                line={"color": line_color},
+                legendgroup=name,
+                name=f"{name} (smECE {diagram.smooth_ece:.4f})",
+            ),
+            secondary_y=False,
+            **where,
+        )
+        diagonal = go.Scatter(
+            x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", hoverinfo="skip", line=DIAGONAL_LINE
+        )
+        fig.add_trace(diagonal, secondary_y=False, **where)
     fig.update_yaxes(range=UNIT_RANGE, automargin=True, secondary_y=False)
     fig.update_yaxes(visible=False, secondary_y=True)
     fig.update_xaxes(range=UNIT_RANGE, automargin=True)
@@ -464,10 +623,19 @@ def _seed_curves(fig: go.Figure, diagram: SmoothDiagram, name: str, who: Series,
     if not isinstance(diagram, GroupDiagram):
         return
     for seed, curve in zip(diagram.seeds, diagram.seed_curves):
-        fig.add_trace(go.Scatter(x=diagram.mesh.tolist(), y=_only(curve, supported), mode="lines",
-                                 line={"color": color(Series(who.method, who.variant, seed)), "width": 1, "dash": "dot"},
-                                 name=f"{name} seed {seed}", legendgroup=name, showlegend=False),
-                      secondary_y=False, **where)  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=diagram.mesh.tolist(),
+                y=_only(curve, supported),
+                mode="lines",
+                line={"color": color(Series(who.method, who.variant, seed)), "width": 1, "dash": "dot"},
+                name=f"{name} seed {seed}",
+                legendgroup=name,
+                showlegend=False,
+            ),
+            secondary_y=False,
+            **where,
+        )
 
 
 # ---------------------------------------------------------------- pairwise differences
@@ -477,27 +645,44 @@ def _coloured(name: str, series: dict[str, Series] | None) -> str:
     return f"<span style='color:{color(series_of(name, series))}'>{name}</span>"
 
 
-def differences_figure(pairs: pd.DataFrame, metric: str, heading: str,
-                       series: dict[str, Series] | None = None) -> go.Figure:  # fmt: skip
+def differences_figure(
+    pairs: pd.DataFrame, metric: str, heading: str, series: dict[str, Series] | None = None
+) -> go.Figure:
     """A forest plot: per pair of units, A − B in `metric` with its 95% interval; significant pairs
     (after Holm) filled, the others hollow; the zero line is "no difference". Each name in the
     pair labels is written in its palette colour (`series`: name -> Series); the data keep plain names."""
     rows = pairs[pairs["metric"] == metric].iloc[::-1]  # first pair on top
     labels = (rows["a"] + " − " + rows["b"]).tolist()
     significant = rows["significant"].tolist()
-    fig = go.Figure(go.Scatter(
-        x=rows["difference"].tolist(), y=labels, mode="markers", name=f"{heading}: A − B",
-        error_x={"type": "data", "symmetric": False, "array": (rows["high"] - rows["difference"]).tolist(),
-                 "arrayminus": (rows["difference"] - rows["low"]).tolist()},
-        marker={"symbol": ["circle" if s else "circle-open" for s in significant], "size": 10, "color": ACCURACY_COLOR},
-        customdata=np.column_stack([rows["p"], rows["p_holm"]]).tolist(),
-        hovertemplate="%{y}: %{x:.4f}<br>p = %{customdata[0]:.3g}, Holm %{customdata[1]:.3g}<extra></extra>",
-    ))  # fmt: skip
+    fig = go.Figure(
+        go.Scatter(
+            x=rows["difference"].tolist(),
+            y=labels,
+            mode="markers",
+            name=f"{heading}: A − B",
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": (rows["high"] - rows["difference"]).tolist(),
+                "arrayminus": (rows["difference"] - rows["low"]).tolist(),
+            },
+            marker={
+                "symbol": ["circle" if s else "circle-open" for s in significant],
+                "size": 10,
+                "color": ACCURACY_COLOR,
+            },
+            customdata=np.column_stack([rows["p"], rows["p_holm"]]).tolist(),
+            hovertemplate="%{y}: %{x:.4f}<br>p = %{customdata[0]:.3g}, Holm %{customdata[1]:.3g}<extra></extra>",
+        )
+    )
     fig.add_vline(x=0, line={"dash": "dash", "color": "gray"})
     ticks = [f"{_coloured(a, series)} − {_coloured(b, series)}" for a, b in zip(rows["a"], rows["b"])]
-    fig.update_layout(title=f"{heading}: differences between methods<br><sup>95% intervals; filled: significant "
-                            f"at 5% after Holm's correction over {len(rows)} pairs</sup>",
-                      xaxis={"title": f"{heading} of A − {heading} of B", "automargin": True},
-                      yaxis={"tickmode": "array", "tickvals": labels, "ticktext": ticks, "automargin": True},
-                      height=max(260, 80 + 36 * len(rows)), margin={"t": 80, "l": 10, "r": 20})  # fmt: skip
+    fig.update_layout(
+        title=f"{heading}: differences between methods<br><sup>95% intervals; filled: significant "
+        f"at 5% after Holm's correction over {len(rows)} pairs</sup>",
+        xaxis={"title": f"{heading} of A − {heading} of B", "automargin": True},
+        yaxis={"tickmode": "array", "tickvals": labels, "ticktext": ticks, "automargin": True},
+        height=max(260, 80 + 36 * len(rows)),
+        margin={"t": 80, "l": 10, "r": 20},
+    )
     return fig

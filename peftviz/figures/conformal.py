@@ -33,18 +33,40 @@ def conformal_epochs_figure(table: pd.DataFrame, alpha: float, series: dict[str,
         x = (rows["epoch"] + _dodge(place, len(names))).tolist()
         for col, measure in enumerate(PANELS, start=1):
             value, low, high = (rows[f"{measure}{end}"] for end in ("", "_low", "_high"))
-            whiskers = {"type": "data", "symmetric": False, "array": (high - value).tolist(),
-                        "arrayminus": (value - low).tolist(), "color": line_color, "width": 3}  # fmt: skip
-            fig.add_trace(go.Scatter(x=x, y=value.tolist(), mode="lines+markers", name=name, error_y=whiskers,
-                                     line={"color": line_color}, legendgroup=name, showlegend=col == 1),
-                          row=1, col=col)  # fmt: skip
+            whiskers = {
+                "type": "data",
+                "symmetric": False,
+                "array": (high - value).tolist(),
+                "arrayminus": (value - low).tolist(),
+                "color": line_color,
+                "width": 3,
+            }
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=value.tolist(),
+                    mode="lines+markers",
+                    name=name,
+                    error_y=whiskers,
+                    line={"color": line_color},
+                    legendgroup=name,
+                    showlegend=col == 1,
+                ),
+                row=1,
+                col=col,
+            )
     fig.add_hline(y=1 - alpha, line={"dash": "dash", "color": TARGET_COLOR}, row=1, col=1)  # named in the title
     _axes(fig, table, alpha)
-    title = (f"Conformal sets per epoch, {score}, α = {alpha:g}<br><sup>calibrated on one half of each epoch's "
-             "validation predictions, judged on the other; whiskers: 95% bootstrap interval</sup>")  # fmt: skip
+    title = (
+        f"Conformal sets per epoch, {score}, α = {alpha:g}<br><sup>calibrated on one half of each epoch's "
+        "validation predictions, judged on the other; whiskers: 95% bootstrap interval</sup>"
+    )
     title_over_plot(fig, title, 30)
-    fig.update_layout(height=420 + LEGEND_PX, margin={"b": 40 + LEGEND_PX, "l": 60, "r": 20},
-                      legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0})  # fmt: skip
+    fig.update_layout(
+        height=420 + LEGEND_PX,
+        margin={"b": 40 + LEGEND_PX, "l": 60, "r": 20},
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0},
+    )
     return fig
 
 

@@ -65,8 +65,12 @@ def _point_rows(trace) -> pd.DataFrame:
     if not columns:
         return pd.DataFrame()
     length = max(len(values) for values in columns.values())
-    rows = pd.DataFrame({field: values if len(values) == length else values + [None] * (length - len(values))
-                         for field, values in columns.items()})  # fmt: skip
+    rows = pd.DataFrame(
+        {
+            field: values if len(values) == length else values + [None] * (length - len(values))
+            for field, values in columns.items()
+        }
+    )
     if trace.type == "bar" and "base" in rows:  # a bar from `base` reaches base + y: the number a reader sees
         rows["top"] = pd.to_numeric(rows["base"], errors="coerce") + pd.to_numeric(rows["y"], errors="coerce")
     return rows.dropna(how="all")  # a legend-only trace (x=[None]) draws no point

@@ -57,8 +57,12 @@ def lambda_figure(
         _add_boxes(fig, [row for row in summary if row["head"] is None], "all heads", NEUTRAL)
     if grid:
         fig.add_hrect(y0=min(grid), y1=max(grid), fillcolor="gray", opacity=0.2, line_width=0)
-        fig.add_trace(_legend_entry(GRID_NAME, {"mode": "markers", "marker": {"symbol": "square", "size": 12,
-                                                                              "color": "rgba(128, 128, 128, 0.3)"}}))  # fmt: skip
+        fig.add_trace(
+            _legend_entry(
+                GRID_NAME,
+                {"mode": "markers", "marker": {"symbol": "square", "size": 12, "color": "rgba(128, 128, 128, 0.3)"}},
+            )
+        )
     if alpha is not None:
         fig.add_hline(y=alpha, line_dash="dash")
         fig.add_trace(
@@ -66,10 +70,12 @@ def lambda_figure(
         )
     top = max([row["q95"] for row in summary] + [max(grid, default=0), alpha or 0])
     fig.update_layout(
-        xaxis_title="layer", yaxis_title="λ(C): share of attention on the prefixes",
-        yaxis_range=[0, min(1.0, 1.1 * top)], margin={"t": 30, "r": 20},
+        xaxis_title="layer",
+        yaxis_title="λ(C): share of attention on the prefixes",
+        yaxis_range=[0, min(1.0, 1.1 * top)],
+        margin={"t": 30, "r": 20},
         legend={"orientation": "h", "y": -0.2, "yanchor": "top"},
-    )  # fmt: skip
+    )
     if title:
         title_over_plot(fig, title)
     fig.update_xaxes(automargin=True)
@@ -113,8 +119,13 @@ def tick_text(value: float) -> str:
     return f"{value:.12f}".rstrip("0").rstrip(".")
 
 
-def alpha_figure(sweep: list[dict] | None = None, trained: list[dict] = (), sweep_label: str = "",
-                 sweep_series: Series | None = None, series: dict[str, Series] | None = None) -> go.Figure:  # fmt: skip
+def alpha_figure(
+    sweep: list[dict] | None = None,
+    trained: list[dict] = (),
+    sweep_label: str = "",
+    sweep_series: Series | None = None,
+    series: dict[str, Series] | None = None,
+) -> go.Figure:
     """Accuracy (left) and ECE (right) against α on a log axis with ticks at full numbers.
 
     sweep: `alpha_sweep` rows of one run: a line over the α values, and its exact-λ(C) row as a
@@ -132,8 +143,9 @@ def alpha_figure(sweep: list[dict] | None = None, trained: list[dict] = (), swee
         _add_trained(fig, rows, group, who, GROUP_SYMBOLS[index % len(GROUP_SYMBOLS)])
     alphas = [row["alpha"] for row in [*(sweep or []), *trained] if row["alpha"] != EXACT]
     ticks = log_ticks(alphas) if alphas else []
-    fig.update_xaxes(type="log", title_text="α (log scale)", tickvals=ticks, ticktext=[tick_text(t) for t in ticks],
-                     automargin=True)  # fmt: skip
+    fig.update_xaxes(
+        type="log", title_text="α (log scale)", tickvals=ticks, ticktext=[tick_text(t) for t in ticks], automargin=True
+    )
     fig.update_yaxes(automargin=True)
     for col, axis in enumerate(("y", "y2"), start=1):
         fig.update_yaxes(range=_fitted_range(_drawn_values(fig, axis)), row=1, col=col)
@@ -181,21 +193,33 @@ def _add_sweep(fig: go.Figure, sweep: list[dict], label: str, colour: str) -> No
     for col, (metric, _) in enumerate(PANELS, start=1):
         fig.add_trace(
             go.Scatter(
-                x=[row["alpha"] for row in points], y=[row[metric] for row in points], mode="lines+markers",
-                name=name, legendgroup="sweep", showlegend=col == 1, line={"color": colour},
+                x=[row["alpha"] for row in points],
+                y=[row[metric] for row in points],
+                mode="lines+markers",
+                name=name,
+                legendgroup="sweep",
+                showlegend=col == 1,
+                line={"color": colour},
                 hovertemplate="α=%{x:g}<br>" + metric + "=%{y:.4f}<extra></extra>",
             ),
-            row=1, col=col,
-        )  # fmt: skip
+            row=1,
+            col=col,
+        )
         if exact is not None and span:  # a trace across the swept α, not a shape: it gets a legend entry
             fig.add_trace(
                 go.Scatter(
-                    x=span, y=[exact[metric]] * 2, mode="lines", name=f"{EXACT_NAME} · {label}" if label else EXACT_NAME,
-                    legendgroup="exact", showlegend=col == 1, line={"color": colour, "dash": "dash"},
+                    x=span,
+                    y=[exact[metric]] * 2,
+                    mode="lines",
+                    name=f"{EXACT_NAME} · {label}" if label else EXACT_NAME,
+                    legendgroup="exact",
+                    showlegend=col == 1,
+                    line={"color": colour, "dash": "dash"},
                     hovertemplate=EXACT_NAME + ": " + metric + "=%{y:.4f}<extra></extra>",
                 ),
-                row=1, col=col,
-            )  # fmt: skip
+                row=1,
+                col=col,
+            )
 
 
 def _add_trained(fig: go.Figure, rows: list[dict], group: str, who: Series, symbol: str) -> None:
@@ -204,14 +228,20 @@ def _add_trained(fig: go.Figure, rows: list[dict], group: str, who: Series, symb
     for col, (metric, _) in enumerate(PANELS, start=1):
         fig.add_trace(
             go.Scatter(
-                x=[row["alpha"] for row in rows], y=[row[metric] for row in rows], mode="markers",
-                name=f"{TRAINED_NAME} · {group}", legendgroup=group, showlegend=col == 1,
-                marker={"size": 10, "symbol": symbol, "color": colour}, error_y=_error_bars(rows, metric, colour),
+                x=[row["alpha"] for row in rows],
+                y=[row[metric] for row in rows],
+                mode="markers",
+                name=f"{TRAINED_NAME} · {group}",
+                legendgroup=group,
+                showlegend=col == 1,
+                marker={"size": 10, "symbol": symbol, "color": colour},
+                error_y=_error_bars(rows, metric, colour),
                 text=[_trained_hover(row, metric) for row in rows],
                 hovertemplate="%{text}<br>" + metric + "=%{y:.4f}<extra></extra>",
             ),
-            row=1, col=col,
-        )  # fmt: skip
+            row=1,
+            col=col,
+        )
         _add_seeds(fig, rows, metric, group, who, col)
 
 
@@ -222,14 +252,19 @@ def _add_seeds(fig: go.Figure, rows: list[dict], metric: str, group: str, who: S
         return
     fig.add_trace(
         go.Scatter(
-            x=[row["alpha"] for row in members], y=[row[metric] for row in members], mode="markers",
-            name=f"{SEEDS_NAME} · {group}", legendgroup=group, showlegend=False,
+            x=[row["alpha"] for row in members],
+            y=[row[metric] for row in members],
+            mode="markers",
+            name=f"{SEEDS_NAME} · {group}",
+            legendgroup=group,
+            showlegend=False,
             marker={"size": 5, "color": [color(Series(who.method, 0, row["seed"])) for row in members], "opacity": 0.7},
             text=[f"{row['label']} · seed {row['seed']}" for row in members],
             hovertemplate="%{text}<br>" + metric + "=%{y:.4f}<extra></extra>",
         ),
-        row=1, col=col,
-    )  # fmt: skip
+        row=1,
+        col=col,
+    )
 
 
 def _error_bars(rows: list[dict], metric: str, color: str) -> dict | None:

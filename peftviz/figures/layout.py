@@ -23,10 +23,16 @@ def title_over_plot(fig: go.Figure, text: str, clearance_px: float = 0) -> None:
     """Set the title `text` just above the plot area, `clearance_px` above it (for panel titles),
     with the top margin grown to hold all of its lines."""
     fig.update_layout(
-        title={"text": text, "yref": "paper", "y": 1, "yanchor": "bottom", "automargin": True,
-               "pad": {"b": clearance_px, "t": TITLE_PAD_PX}},
+        title={
+            "text": text,
+            "yref": "paper",
+            "y": 1,
+            "yanchor": "bottom",
+            "automargin": True,
+            "pad": {"b": clearance_px, "t": TITLE_PAD_PX},
+        },
         margin={"t": 10},
-    )  # fmt: skip
+    )
 
 
 def respace_rows(fig: go.Figure, plot_px: float, gap_px: float) -> None:

@@ -45,8 +45,18 @@ def risk_coverage_figure(table: pd.DataFrame, series: dict[str, Series] | None, 
         line_color = color(series_of(name, series))
         coverage = rows["coverage"].tolist()
         shaded_band(fig, coverage, rows["low"], rows["high"], line_color, name, where)
-        fig.add_trace(go.Scatter(x=coverage, y=rows["risk"].tolist(), mode="lines", name=name, legendgroup=name,
-                                 line={"color": line_color}, hovertemplate=HOVER), **where)  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=coverage,
+                y=rows["risk"].tolist(),
+                mode="lines",
+                name=name,
+                legendgroup=name,
+                line={"color": line_color},
+                hovertemplate=HOVER,
+            ),
+            **where,
+        )
     for coverage in MARKED_COVERAGES:
         fig.add_vline(x=coverage, line={"dash": "dot", "color": "gray"}, row="all", col="all")
     fig.update_xaxes(range=COVERAGE_RANGE, tickformat=".0%", automargin=True)

@@ -55,12 +55,16 @@ def trainable_figure(rows: list[dict]) -> go.Figure:
     decades = [10.0**power for power in range(low, high + 1)]
     fig.update_layout(
         title="Share of the parameters each method trains (classification head included)",
-        xaxis={"type": "log", "title": "trained parameters, % of the model (log scale)",
-               "range": [low - 0.1, high + 0.15],
-               "tickvals": decades, "ticktext": [f"{value:g}" for value in decades]},
+        xaxis={
+            "type": "log",
+            "title": "trained parameters, % of the model (log scale)",
+            "range": [low - 0.1, high + 0.15],
+            "tickvals": decades,
+            "ticktext": [f"{value:g}" for value in decades],
+        },
         yaxis={"autorange": "reversed", "automargin": True},
         showlegend=False,
-    )  # fmt: skip
+    )
     return fig
 
 
@@ -103,9 +107,11 @@ def presentable(fig: go.Figure) -> go.Figure:
     ticks_px = (PROJECTOR_FONT - 2) * LINE_PX if (big.layout.meta or {}).get("ticks_under_every_row") else 0
     respace_rows(big, FIGURE_HEIGHT - top - BOTTOM_PX, panel_px + 12 + ticks_px)
     big.update_layout(
-        font={"size": PROJECTOR_FONT}, height=FIGURE_HEIGHT, title_font_size=PROJECTOR_FONT + 4,
+        font={"size": PROJECTOR_FONT},
+        height=FIGURE_HEIGHT,
+        title_font_size=PROJECTOR_FONT + 4,
         legend={"font": {"size": PROJECTOR_FONT - 4}},
-    )  # fmt: skip
+    )
     for axes in (big.update_xaxes, big.update_yaxes):  # the figures set their own tick and title sizes
         axes(automargin=True, tickfont={"size": PROJECTOR_FONT - 2}, title={"font": {"size": PROJECTOR_FONT}})
     big.update_annotations(font={"size": PROJECTOR_FONT - 2})  # subplot titles
@@ -114,8 +120,9 @@ def presentable(fig: go.Figure) -> go.Figure:
     return show_fitting_text(big, FIGURE_WIDTH_PX, PROJECTOR_FONT - 2, FIGURE_HEIGHT - top - BOTTOM_PX)
 
 
-def ece_panels_figure(curves: pd.DataFrame, band: str, series: dict[str, Series] | None = None,
-                      n_bins: int = 10) -> go.Figure:  # fmt: skip
+def ece_panels_figure(
+    curves: pd.DataFrame, band: str, series: dict[str, Series] | None = None, n_bins: int = 10
+) -> go.Figure:
     """ECE per epoch for the projector: a panel per run, at most two rows of MAX_PANEL_COLUMNS (three
     beyond 12 runs), each panel's epoch axis spanning the run's own epochs (a 2-epoch run is not squashed
     onto an 8-epoch axis), the ECE axes shared from 0 with Y_TICKS ticks so their labels stay apart.
@@ -137,8 +144,12 @@ def ece_panels_figure(curves: pd.DataFrame, band: str, series: dict[str, Series]
     fig.update_yaxes(title_text="ECE", col=1)
     cut = " (cut at 0, where ECE ends)" if (curves["low"] < 0).any() else ""
     # every panel has its own epochs, so every row its tick labels: `presentable` leaves room for them
-    fig.update_layout(title=f"ECE per epoch ({n_bins} equal-width bins)<br><sup>band: {band}{cut}</sup>", showlegend=False,
-                      margin={"t": 10, "b": 60, "l": 60, "r": 20}, meta={"ticks_under_every_row": True})  # fmt: skip
+    fig.update_layout(
+        title=f"ECE per epoch ({n_bins} equal-width bins)<br><sup>band: {band}{cut}</sup>",
+        showlegend=False,
+        margin={"t": 10, "b": 60, "l": 60, "r": 20},
+        meta={"ticks_under_every_row": True},
+    )
     return fig
 
 
@@ -147,9 +158,20 @@ def _ece_panel(fig: go.Figure, rows: pd.DataFrame, name: str, line_color: str, w
     epochs = rows["epoch"].tolist()
     band = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False}
     fig.add_trace(go.Scatter(x=epochs, y=rows["high"].tolist(), name=f"{name} 95% high", **band), **where)
-    fig.add_trace(go.Scatter(x=epochs, y=rows["low"].clip(lower=0).tolist(), name=f"{name} 95% low", fill="tonexty",
-                             fillcolor=translucent(line_color), **band), **where)  # fmt: skip
-    fig.add_trace(go.Scatter(x=epochs, y=rows["ece"].tolist(), mode="lines+markers", name=name,
-                             line={"color": line_color}), **where)  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=epochs,
+            y=rows["low"].clip(lower=0).tolist(),
+            name=f"{name} 95% low",
+            fill="tonexty",
+            fillcolor=translucent(line_color),
+            **band,
+        ),
+        **where,
+    )
+    fig.add_trace(
+        go.Scatter(x=epochs, y=rows["ece"].tolist(), mode="lines+markers", name=name, line={"color": line_color}),
+        **where,
+    )
     step = max(1, math.ceil(len(epochs) / 4))  # at most 4 epoch ticks in a ~100-px panel
     fig.update_xaxes(range=[min(epochs) - 0.3, max(epochs) + 0.3], tick0=min(epochs), dtick=step, **where)

@@ -82,8 +82,17 @@ class PeftvizCallback(TrainerCallback):
         validation: str = "validation",
         test: str = "test",
     ):
-        _check_arguments(name=name, dataset=dataset, model=model, method=method, options=options,
-                         settings=settings, runs_dir=runs_dir, validation=validation, test=test)  # fmt: skip
+        _check_arguments(
+            name=name,
+            dataset=dataset,
+            model=model,
+            method=method,
+            options=options,
+            settings=settings,
+            runs_dir=runs_dir,
+            validation=validation,
+            test=test,
+        )
         self.name, self.dataset, self.model, self.method, self.options = name, dataset, model, method, options
         self.settings, self.runs_dir = dict(settings or {}), runs_dir
         self.validation, self.test = validation, test
@@ -114,8 +123,10 @@ class PeftvizCallback(TrainerCallback):
             self.recorder = open_run(**settings)
         self._classes, self._state, self._evaluated = len(label_names), state, []
         self._recorded_step, self._pending_test = None, None
-        self._hooks = [model.register_forward_pre_hook(self._check_labels, with_kwargs=True),
-                       model.register_forward_hook(self._capture, with_kwargs=True)]  # fmt: skip
+        self._hooks = [
+            model.register_forward_pre_hook(self._check_labels, with_kwargs=True),
+            model.register_forward_hook(self._capture, with_kwargs=True),
+        ]
 
     def on_step_end(self, args, state, control, **kwargs):
         self._batches.clear()  # eval-mode forwards before this point were not an evaluation's
@@ -148,8 +159,9 @@ class PeftvizCallback(TrainerCallback):
         else:
             test = self._pending_test[1] if self._pending_test and self._pending_test[0] == step else (None, None)
             self._pending_test = None
-            line = self.recorder.add_epoch(labels, logits=logits, test_labels=test[0], test_logits=test[1],
-                                           values=_trainer_values(state))  # fmt: skip
+            line = self.recorder.add_epoch(
+                labels, logits=logits, test_labels=test[0], test_logits=test[1], values=_trainer_values(state)
+            )
             self._recorded_step = step
             self._report(args, state, line, *self.recorder.last_validation)
 
@@ -172,18 +184,23 @@ class PeftvizCallback(TrainerCallback):
             return
         splits = trainer.eval_dataset
         if splits is None:
-            raise ConfigError(f"the Trainer has no eval_dataset, and PeftvizCallback records its evaluations: "
-                              f"pass eval_dataset=validation or "
-                              f"{{{self.validation!r}: validation, {self.test!r}: test}}")  # fmt: skip
+            raise ConfigError(
+                f"the Trainer has no eval_dataset, and PeftvizCallback records its evaluations: "
+                f"pass eval_dataset=validation or "
+                f"{{{self.validation!r}: validation, {self.test!r}: test}}"
+            )
         if isinstance(splits, dict) and not all(isinstance(key, str) for key in splits):
             key = next(key for key in splits if not isinstance(key, str))
-            raise ConfigError(f"eval_dataset's keys must be text (the Trainer looks each split up by its name), "
-                              f"not {shown(key)}")  # fmt: skip
+            raise ConfigError(
+                f"eval_dataset's keys must be text (the Trainer looks each split up by its name), not {shown(key)}"
+            )
         if isinstance(splits, dict) and self.validation not in splits:
             keys = ", ".join(shown(key) for key in list(splits)[:5]) + (", ..." if len(splits) > 5 else "")
-            raise ConfigError(f"eval_dataset's keys are {keys or '(none)'}, none of them {self.validation!r}, the "
-                              f"validation split PeftvizCallback records (and {self.test!r} the test split): name "
-                              "them so, or pass PeftvizCallback(validation=..., test=...)")  # fmt: skip
+            raise ConfigError(
+                f"eval_dataset's keys are {keys or '(none)'}, none of them {self.validation!r}, the "
+                f"validation split PeftvizCallback records (and {self.test!r} the test split): name "
+                "them so, or pass PeftvizCallback(validation=..., test=...)"
+            )
 
     def _check_labels(self, module, inputs, kwargs) -> None:
         """Forward pre-hook: an evaluation's labels must be class ids of the model's classes. Checked before the
@@ -206,15 +223,19 @@ class PeftvizCallback(TrainerCallback):
     def _nothing_captured_line(self) -> str:
         """Why an evaluation left nothing to record: no forward had both labels and logits."""
         if self._lacking == "logits":
-            return ("the model's output at evaluation has no logits: return a ModelOutput with logits, or a tuple "
-                    "(loss, logits, ...)")  # fmt: skip
+            return (
+                "the model's output at evaluation has no logits: return a ModelOutput with logits, or a tuple "
+                "(loss, logits, ...)"
+            )
         return "the Trainer evaluated without labels: the eval dataset needs a label column"
 
     def _nothing_recorded_line(self) -> str:
         evaluated = ", ".join(dict.fromkeys(self._evaluated)) or "nothing"
-        return (f"training ended with no evaluation recorded: the Trainer evaluated {evaluated}, and "
-                f"PeftvizCallback records eval or eval_{self.validation} "
-                f"(eval_dataset key {self.validation!r})")  # fmt: skip
+        return (
+            f"training ended with no evaluation recorded: the Trainer evaluated {evaluated}, and "
+            f"PeftvizCallback records eval or eval_{self.validation} "
+            f"(eval_dataset key {self.validation!r})"
+        )
 
     # ------------------------------------------------------------------ capturing the evaluation's outputs
 
@@ -331,8 +352,10 @@ def _check_arguments(*, name, dataset, model, method, options, settings, runs_di
         if value is not None and not isinstance(value, dict):
             raise ConfigError(f"{argument} must be a dict or None, not {shown(value)}")
     if options and method is None:
-        raise ConfigError("options need method: they are the options of the method you name (without method, "
-                          "the model's adapter gives both)")  # fmt: skip
+        raise ConfigError(
+            "options need method: they are the options of the method you name (without method, "
+            "the model's adapter gives both)"
+        )
     path = os.fspath(runs_dir) if isinstance(runs_dir, os.PathLike) else runs_dir
     if runs_dir is not None and not (isinstance(path, str) and path and "\0" not in path):
         raise ConfigError(f"runs_dir must be a folder's path (text) or None, not {shown(runs_dir)}")
@@ -405,8 +428,10 @@ def _label_names(model) -> list[str]:
         by_id = {}
     names = [by_id.get(class_id) for class_id in range(len(by_id))]
     if len(names) < 2 or None in names or len(set(names)) < len(names) or not all(_named(name) for name in names):
-        raise RecordError(f"the model's config.id2label must map class ids 0..n-1 to two or more distinct names, "
-                          f"one line each, not {shown(id2label)}: set id2label (and num_labels)")  # fmt: skip
+        raise RecordError(
+            f"the model's config.id2label must map class ids 0..n-1 to two or more distinct names, "
+            f"one line each, not {shown(id2label)}: set id2label (and num_labels)"
+        )
     return names
 
 
@@ -501,11 +526,15 @@ def _never_evaluates_line(args) -> str:
     """Why a Trainer with these arguments never evaluates in this train()."""
     strategy = _option_value(args.eval_strategy)
     if strategy == "no":
-        return ("eval_strategy is 'no': the Trainer never evaluates, and PeftvizCallback records its evaluations; "
-                "set eval_strategy='epoch' or 'steps'")  # fmt: skip
-    return (f"eval_delay={args.eval_delay!r} is past the last {'step' if strategy == 'steps' else 'epoch'} this "
-            "train() runs: the Trainer never evaluates, and PeftvizCallback records its evaluations; "
-            "lower eval_delay")  # fmt: skip
+        return (
+            "eval_strategy is 'no': the Trainer never evaluates, and PeftvizCallback records its evaluations; "
+            "set eval_strategy='epoch' or 'steps'"
+        )
+    return (
+        f"eval_delay={args.eval_delay!r} is past the last {'step' if strategy == 'steps' else 'epoch'} this "
+        "train() runs: the Trainer never evaluates, and PeftvizCallback records its evaluations; "
+        "lower eval_delay"
+    )
 
 
 def _metric_prefix(metrics: dict) -> str | None:

@@ -168,6 +168,18 @@ def __getattr__(name: str):  # MethodConfig and PeftMethod load torch: only when
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DEFAULT_METHOD", "METHODS", "MethodConfig", "MethodRegistry", "PeftMethod", "describe_methods",
-           "long_document_methods", "make_method", "method_class", "option_rows", "paper_methods", "peft_methods",
-           "what_it_is"]  # fmt: skip
+__all__ = [
+    "DEFAULT_METHOD",
+    "METHODS",
+    "MethodConfig",
+    "MethodRegistry",
+    "PeftMethod",
+    "describe_methods",
+    "long_document_methods",
+    "make_method",
+    "method_class",
+    "option_rows",
+    "paper_methods",
+    "peft_methods",
+    "what_it_is",
+]

@@ -92,8 +92,10 @@ class HoulsbyAdapter(PeftMethod):
     def attach(self, encoder) -> None:
         for index, layer in enumerate(encoder_layers(encoder)):
             adapters = self.adapters[index]
-            for projection, adapter in ((layer.attention.output.dense, adapters["attention"]),
-                                        (layer.output.dense, adapters["feed_forward"])):  # fmt: skip
+            for projection, adapter in (
+                (layer.attention.output.dense, adapters["attention"]),
+                (layer.output.dense, adapters["feed_forward"]),
+            ):
                 self._hooks.append(projection.register_forward_hook(lambda module, args, out, a=adapter: a(out)))
         if self.config.train_layer_norm:
             self.unfreeze(

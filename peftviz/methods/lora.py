@@ -54,9 +54,23 @@ ALL_LINEAR_PATTERN = (
     r"|intermediate\.dense|output\.dense)"
 )
 # LoraConfig fields whose non-default values change the computation in ways this LoRA does not
-UNSUPPORTED_LORA = ("use_dora", "use_rslora", "rank_pattern", "alpha_pattern", "layers_to_transform",
-                    "layers_pattern", "fan_in_fan_out", "layer_replication", "bias", "lora_bias", "exclude_modules",
-                    "trainable_token_indices", "target_parameters", "use_qalora", "megatron_config")  # fmt: skip
+UNSUPPORTED_LORA = (
+    "use_dora",
+    "use_rslora",
+    "rank_pattern",
+    "alpha_pattern",
+    "layers_to_transform",
+    "layers_pattern",
+    "fan_in_fan_out",
+    "layer_replication",
+    "bias",
+    "lora_bias",
+    "exclude_modules",
+    "trainable_token_indices",
+    "target_parameters",
+    "use_qalora",
+    "megatron_config",
+)
 
 
 MAX_RANK = 1024
@@ -185,8 +199,9 @@ class LoRA(PeftMethod):
         refuse_unsupported(adapter, LoraConfig, UNSUPPORTED_LORA, cls.name)
         init = adapter.get("init_lora_weights", True)
         if init not in LORA_STARTS:  # PiSSA, OLoRA, LoftQ, ... start from changed base weights, which peft redoes
-            raise ConfigError(f"the {cls.name} adapter sets init_lora_weights={shown(init)}, which peftviz's "
-                              f"{cls.name} does not have")  # fmt: skip
+            raise ConfigError(
+                f"the {cls.name} adapter sets init_lora_weights={shown(init)}, which peftviz's {cls.name} does not have"
+            )
         return {  # as the adapter holds them: `check_peft_values` then holds them to the options' types and bounds
             "r": adapter.get("r", 8),
             "lora_alpha": adapter.get("lora_alpha", 8),

@@ -29,9 +29,11 @@ MAX_RATIO = 1024  # η_B / η_A; the paper sweeps 2⁰ … 2⁸
 @dataclass
 class LoraPlusConfig(peft_options("LORA")):
     loraplus_lr_ratio: float = option(
-        16.0, "λ = η_B / η_A, the B matrices' learning rate over A's (the paper recommends 16)",
-        at_least=1, at_most=MAX_RATIO,
-    )  # fmt: skip
+        16.0,
+        "λ = η_B / η_A, the B matrices' learning rate over A's (the paper recommends 16)",
+        at_least=1,
+        at_most=MAX_RATIO,
+    )
 
 
 @registered

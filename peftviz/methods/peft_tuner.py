@@ -66,9 +66,24 @@ MAX_FLOAT = 1e6
 RANKS = ("r", "init_r", "target_r")
 # sizes peft divides by, or picks k of, or builds (prompt learning's): from 1 (at 0 peft fails), unless peft's default
 # is 0 (OFT's r)
-POSITIVE = frozenset({"r", "init_r", "lora_alpha", "deltaT", "n_frequency", "num_vectors", "vector_length", "topk",
-                      "n_splits", "num_virtual_tokens", "token_dim", "num_layers", "num_attention_heads",
-                      "num_transformer_submodules"})  # fmt: skip
+POSITIVE = frozenset(
+    {
+        "r",
+        "init_r",
+        "lora_alpha",
+        "deltaT",
+        "n_frequency",
+        "num_vectors",
+        "vector_length",
+        "topk",
+        "n_splits",
+        "num_virtual_tokens",
+        "token_dim",
+        "num_layers",
+        "num_attention_heads",
+        "num_transformer_submodules",
+    }
+)
 OPEN_FRACTIONS = ("beta1", "beta2")  # AdaLoRA's moving averages: peft asserts 0 < β < 1
 PEFT_DEFAULT, ALL_LINEAR = "peft-default", "all-linear"
 ALL_LINEAR_PATTERN = (  # the encoder layers' linear maps (peft's "all-linear" would also take BERT's pooler)
@@ -77,12 +92,27 @@ ALL_LINEAR_PATTERN = (  # the encoder layers' linear maps (peft's "all-linear" w
 )
 # adapter_config.json fields that describe the file, the training or other model kinds, not what peft computes
 # on an encoder: an adapter may set them to anything
-NOT_COMPUTATION = frozenset({
-    "task_type", "peft_type", "base_model_name_or_path", "revision", "inference_mode", "auto_mapping",
-    "peft_version", "modules_to_save", "megatron_core", "save_projection", "save_only_topk_weights",
-    "ensure_weight_tying", "use_effective_conv2d", "qalora_group_size", "layers_pattern", "fan_in_fan_out",
-    "runtime_config",
-})  # fmt: skip
+NOT_COMPUTATION = frozenset(
+    {
+        "task_type",
+        "peft_type",
+        "base_model_name_or_path",
+        "revision",
+        "inference_mode",
+        "auto_mapping",
+        "peft_version",
+        "modules_to_save",
+        "megatron_core",
+        "save_projection",
+        "save_only_topk_weights",
+        "ensure_weight_tying",
+        "use_effective_conv2d",
+        "qalora_group_size",
+        "layers_pattern",
+        "fan_in_fan_out",
+        "runtime_config",
+    }
+)
 # peft config fields that are not options here: those, GPTQ's quantised LoRA, and what peftviz sets itself
 NOT_OPTIONS = NOT_COMPUTATION | {"use_qalora", "total_step", "target_modules"}
 # what peft raises where a tuner cannot apply to an encoder (SHADOW looks for a decoder's layers: AttributeError)

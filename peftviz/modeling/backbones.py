@@ -56,9 +56,17 @@ from peftviz.modeling.model_folder import (
 from peftviz.options import shown
 from peftviz.paths import hub_off, minilm_path
 
-__all__ = ["DEFAULT_MODEL", "ENCODERS",
-           "check_max_length", "check_model", "encode", "encoder_layers", "load_encoder", "max_tokens",
-           "tiny_encoder"]  # fmt: skip
+__all__ = [
+    "DEFAULT_MODEL",
+    "ENCODERS",
+    "check_max_length",
+    "check_model",
+    "encode",
+    "encoder_layers",
+    "load_encoder",
+    "max_tokens",
+    "tiny_encoder",
+]
 
 DEFAULT_MODEL = "minilm"
 # Random tiny encoders built from config, tokenised with MiniLM's tokenizer: for tests and the smoke preset.
@@ -142,8 +150,10 @@ def _check_hub(name: str) -> None:
         raise ModelLoadError(f"model {shown(name)} is neither a model folder nor a hub id (owner/name)") from None
     missing = f"model '{name}' is not in this machine's Hugging Face cache"
     if hub_off():
-        raise ModelLoadError(f"{missing} and the hub is off (HF_HUB_OFFLINE): download it once where the hub is "
-                             f"reachable (hf download {name}), or give a model folder")  # fmt: skip
+        raise ModelLoadError(
+            f"{missing} and the hub is off (HF_HUB_OFFLINE): download it once where the hub is "
+            f"reachable (hf download {name}), or give a model folder"
+        )
     try:
         HfApi().model_info(name, timeout=HUB_TIMEOUT_S)
     except RepositoryNotFoundError:  # gated ones too: without a login the hub will not give them
@@ -151,8 +161,9 @@ def _check_hub(name: str) -> None:
             f"the Hugging Face hub has no model '{name}' this machine may read: check the id"
         ) from None
     except Exception as err:  # noqa: BLE001  (no network, DNS, proxy, timeout: all say the hub cannot be asked now)
-        raise ModelLoadError(f"{missing} and the hub cannot be reached ({type(err).__name__}): connect, or give a "
-                             "model folder") from None  # fmt: skip
+        raise ModelLoadError(
+            f"{missing} and the hub cannot be reached ({type(err).__name__}): connect, or give a model folder"
+        ) from None
 
 
 ENCODERS: tuple[EncoderSource, ...] = (

@@ -116,9 +116,12 @@ class BandedAttention:
     def trimmed(self, length: int) -> BandedAttention:
         """The first `length` queries and keys (drops the padding to the window multiple)."""
         return BandedAttention(
-            self.front[:, :, :length], self.band[:, :, :length],
-            self.global_rows[..., : self.n_extra + length], self.n_extra, self.n_global,
-        )  # fmt: skip
+            self.front[:, :, :length],
+            self.band[:, :, :length],
+            self.global_rows[..., : self.n_extra + length],
+            self.n_extra,
+            self.n_global,
+        )
 
     def select(self, index: int) -> BandedAttention:
         """Batch item `index` (kept as a batch of one), as float32 on the CPU."""
@@ -354,9 +357,17 @@ class LongSelfAttention(nn.Module):
         q_blocks = q.view(B, H, nb, s, d).transpose(1, 2).flatten(0, 1)  # (B·nb, H, s, d)
         block_bias = layout.local_bias(s, e + g, q.dtype)
         out, weights = attend(
-            q_blocks, block_keys(front_k, k), block_keys(front_v, v), block_bias,
-            scaling, ctx.n_prefix_keys, ctx.kernel, self.layer_id, dropout, ctx.record,
-        )  # fmt: skip
+            q_blocks,
+            block_keys(front_k, k),
+            block_keys(front_v, v),
+            block_bias,
+            scaling,
+            ctx.n_prefix_keys,
+            ctx.kernel,
+            self.layer_id,
+            dropout,
+            ctx.record,
+        )
         return out.view(B, nb, H, s, d).transpose(1, 2).flatten(2, 3)[:, :, :T], weights
 
     def _banded(self, w_local: Tensor, w_glob: Tensor, B: int, e: int, j: int, s: int) -> BandedAttention:

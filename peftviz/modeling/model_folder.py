@@ -50,14 +50,26 @@ SUPPORTED_MODEL_TYPES = (*BERT_LIKE_MODEL_TYPES, "longformer")
 # Sizes the encoder's tensors and modules are built from, which transformers does not check. Upper
 # bounds are typo guards: beyond any encoder (the largest BERT-style ones have 48 layers, 4096 wide,
 # XLM-R's 250k tokens), and low enough that building the model on the meta device stays instant.
-SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-         "max_position_embeddings", "type_vocab_size")  # fmt: skip
+SIZES = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
 MAX_SIZE = 2**24
 MAX_LAYERS = 256  # one module per layer is built, even on the meta device
 DROPOUTS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 # tokenizer files that are JSON objects, when present (RoBERTa's vocab.json too)
-JSON_TOKENIZER_FILES = (TOKENIZER_CONFIG_FILE, FULL_TOKENIZER_FILE, SPECIAL_TOKENS_MAP_FILE, ADDED_TOKENS_FILE,
-                        "vocab.json")  # fmt: skip
+JSON_TOKENIZER_FILES = (
+    TOKENIZER_CONFIG_FILE,
+    FULL_TOKENIZER_FILE,
+    SPECIAL_TOKENS_MAP_FILE,
+    ADDED_TOKENS_FILE,
+    "vocab.json",
+)
 JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
 
 

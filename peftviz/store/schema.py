@@ -455,8 +455,10 @@ def predictions_problem(probs: np.ndarray, labels: np.ndarray, n_classes: int) -
     off_by = np.abs(probs.sum(axis=1, dtype=np.float64) - 1.0)  # (N,)
     if (off_by > ROW_SUM_TOLERANCE).any():
         worst = int(np.argmax(off_by))
-        return (f"each row of probs must sum to 1; {int((off_by > ROW_SUM_TOLERANCE).sum())} of {len(probs)} rows do "
-                f"not (row {worst} sums to {probs[worst].sum(dtype=np.float64):.6g})")  # fmt: skip
+        return (
+            f"each row of probs must sum to 1; {int((off_by > ROW_SUM_TOLERANCE).sum())} of {len(probs)} rows do "
+            f"not (row {worst} sums to {probs[worst].sum(dtype=np.float64):.6g})"
+        )
     if len(labels) and (labels.min() < 0 or labels.max() >= n_classes):
         return f"labels must be class ids 0..{n_classes - 1}; found {int(labels.min())} to {int(labels.max())}"
     return None

@@ -121,8 +121,20 @@ PRECISIONS = ("fp32", "bf16", "fp16")  # a probe's precision as resolved on its 
 # saved probe of every registered method at a dozen lengths is some 30 kB; the bounds leave room for far more
 # and keep a hostile file's parse and a plan's arithmetic bounded (a step of MAX_STEP_SECONDS at MAX_BATCH and
 # MAX_LENGTH over 10^12 steps stays a finite number of hours).
-STEP_TIME_FIELDS = ("device", "precision", "model", "architecture", "batch_size", "lengths", "steps",
-                    "forward_backward", "optimizer", "inference", "notes", "warmups")  # fmt: skip
+STEP_TIME_FIELDS = (
+    "device",
+    "precision",
+    "model",
+    "architecture",
+    "batch_size",
+    "lengths",
+    "steps",
+    "forward_backward",
+    "optimizer",
+    "inference",
+    "notes",
+    "warmups",
+)
 OPTIONAL_FIELDS = ("notes", "warmups")
 MAX_STEP_TIMES_BYTES = 4 * MB
 MAX_STEP_SECONDS = 86400.0  # one step: a Longformer-base step at 4,096 x 8 on 2 CPU cores takes minutes, not a day
@@ -276,23 +288,32 @@ def _step_times(data: Any) -> StepTimes:
     missing = [key for key in STEP_TIME_FIELDS if key not in data and key not in OPTIONAL_FIELDS]
     if unknown or missing:
         said = f"unknown field {shown(unknown[0])}" if unknown else f"no field {missing[0]!r}"
-        raise ConfigError(f"not a step-time table saved by `probe --out`: {said}; its fields: "
-                          f"{', '.join(STEP_TIME_FIELDS)}")  # fmt: skip
+        raise ConfigError(
+            f"not a step-time table saved by `probe --out`: {said}; its fields: {', '.join(STEP_TIME_FIELDS)}"
+        )
     lengths = _lengths(data["lengths"])
     tables = {kind: _table(data[kind], kind, lengths) for kind in ("forward_backward", "inference")}
     optimizer = _labelled(data["optimizer"], "optimizer", lambda t, at: _seconds(t, at, zero=True))
     for kind, table in (*tables.items(), ("optimizer", optimizer)):
         if set(table) != set(tables["forward_backward"]):
-            raise ConfigError(f"field {kind!r} times other methods than 'forward_backward': each of the three "
-                              "tables times the same methods")  # fmt: skip
+            raise ConfigError(
+                f"field {kind!r} times other methods than 'forward_backward': each of the three "
+                "tables times the same methods"
+            )
     return StepTimes(
-        _text(data["device"], "device"), _precision(data["precision"]), _text(data["model"], "model"),
+        _text(data["device"], "device"),
+        _precision(data["precision"]),
+        _text(data["model"], "model"),
         _text(data["architecture"], "architecture"),
-        _count(data["batch_size"], "batch_size", 1, MAX_BATCH), lengths,
-        _count(data["steps"], "steps", 1, MAX_PROBE_STEPS), tables["forward_backward"], optimizer,
-        tables["inference"], _notes(data.get("notes", [])),
+        _count(data["batch_size"], "batch_size", 1, MAX_BATCH),
+        lengths,
+        _count(data["steps"], "steps", 1, MAX_PROBE_STEPS),
+        tables["forward_backward"],
+        optimizer,
+        tables["inference"],
+        _notes(data.get("notes", [])),
         _count(data.get("warmups", 1), "warmups", 0, MAX_PROBE_STEPS),
-    )  # fmt: skip
+    )
 
 
 def _json_kind(value: Any) -> str:
@@ -347,8 +368,10 @@ def _labelled(value: Any, kind: str, read: Callable[[Any, str], Any]) -> dict:
         raise ConfigError(f"field {kind!r}: an object of 1 to {MAX_PROBED} methods, not {shown(value)}")
     for label in value:
         if not label or len(label) > MAX_PROBE_LABEL_CHARS or not label.isprintable():
-            raise ConfigError(f"field {kind!r}: a method is named by one printable line of at most "
-                              f"{MAX_PROBE_LABEL_CHARS} characters, not {shown(label)}")  # fmt: skip
+            raise ConfigError(
+                f"field {kind!r}: a method is named by one printable line of at most "
+                f"{MAX_PROBE_LABEL_CHARS} characters, not {shown(label)}"
+            )
     return {label: read(entry, f"field {kind!r} [{label!r}]") for label, entry in value.items()}
 
 
@@ -358,8 +381,9 @@ def _table(value: Any, kind: str, lengths: tuple[int, ...]) -> dict[str, dict[in
     def read(times: Any, at: str) -> dict[int, float]:
         if not isinstance(times, dict) or set(times) != {str(n) for n in lengths}:
             listed = ", ".join(map(str, lengths))
-            raise ConfigError(f"{at}: every method needs a time at each of its lengths ({listed}) and at no other, "
-                              f"not {shown(times)}")  # fmt: skip
+            raise ConfigError(
+                f"{at}: every method needs a time at each of its lengths ({listed}) and at no other, not {shown(times)}"
+            )
         return {int(n): _seconds(t, f"{at} [{n!r}]") for n, t in times.items()}
 
     return _labelled(value, kind, read)
@@ -403,8 +427,9 @@ def probe_encoder(model: str):
         if model not in RECORDED_ARCHITECTURES:
             known = ", ".join(RECORDED_ARCHITECTURES)
             reason = one_line(str(err).splitlines()[0] if str(err) else type(err).__name__, 120)
-            raise ConfigError(f"the probe cannot read model {shown(model)} here ({reason}); it knows the shape of: "
-                              f"{known}")  # fmt: skip
+            raise ConfigError(
+                f"the probe cannot read model {shown(model)} here ({reason}); it knows the shape of: {known}"
+            )
         config, source = _recorded_config(model), f"its recorded architecture, random weights: {err}"
     return _encoder_from_config(config), source
 
@@ -524,8 +549,10 @@ def check_probe_settings(batch_size: Any, steps: Any, lengths: Sequence[Any]) ->
     if not whole(steps, 1, MAX_PROBE_STEPS):
         raise ConfigError(f"the probe needs at least 1 step and at most {MAX_PROBE_STEPS}, not {shown(steps)}")
     if not 1 <= len(lengths) <= MAX_PROBE_LENGTHS or not all(whole(n, 2, MAX_LENGTH) for n in lengths):
-        raise ConfigError(f"the probe's lengths are 1 to {MAX_PROBE_LENGTHS} token counts in [2, {MAX_LENGTH}], "
-                          f"not {shown(list(lengths))}")  # fmt: skip
+        raise ConfigError(
+            f"the probe's lengths are 1 to {MAX_PROBE_LENGTHS} token counts in [2, {MAX_LENGTH}], "
+            f"not {shown(list(lengths))}"
+        )
 
 
 def _device_name(device) -> str:
@@ -561,8 +588,10 @@ def _probe_method(times: StepTimes, encoder, target: ProbeTarget, device, autoca
             fb, opt = _train_times(model, optimizer, ids, labels, times.steps, autocast, config.max_grad_norm)
             infer = _infer_time(model, ids, times.steps, autocast)
         except torch.OutOfMemoryError:
-            raise ConfigError(f"the probe of {target.label} at {length} × {times.batch_size} ran out of memory on "
-                              f"{times.device}: probe a smaller batch") from None  # fmt: skip
+            raise ConfigError(
+                f"the probe of {target.label} at {length} × {times.batch_size} ran out of memory on "
+                f"{times.device}: probe a smaller batch"
+            ) from None
         times.forward_backward.setdefault(target.label, {})[length] = fb
         times.inference.setdefault(target.label, {})[length] = infer
         times.optimizer[target.label] = opt  # the same parameters at every length: the last length's median
@@ -707,8 +736,9 @@ def recorded_stats(dataset: str):
     try:
         return dataset_stats(dataset)
     except (KeyError, PeftvizError):
-        raise ConfigError(f"--plan needs dataset {dataset!r}'s recorded sizes and lengths; recorded: "
-                          f"{', '.join(DATASET_STATS)}") from None  # fmt: skip
+        raise ConfigError(
+            f"--plan needs dataset {dataset!r}'s recorded sizes and lengths; recorded: {', '.join(DATASET_STATS)}"
+        ) from None
 
 
 def plan_table(
@@ -730,11 +760,17 @@ def plan_table(
     rows = []
     for config in counted:
         cost = run_cost(config, stats[config.dataset], step_times)
-        rows.append({
-            "dataset": config.dataset, "method": config.name, "seed": config.seed,
-            "learning rate": config.learning_rate, "optimizer steps": cost.optimizer_steps,
-            "micro-batch length": round(cost.batch_length), "est. hours": cost.hours,
-        })  # fmt: skip
+        rows.append(
+            {
+                "dataset": config.dataset,
+                "method": config.name,
+                "seed": config.seed,
+                "learning rate": config.learning_rate,
+                "optimizer steps": cost.optimizer_steps,
+                "micro-batch length": round(cost.batch_length),
+                "est. hours": cost.hours,
+            }
+        )
     said += _limit_lines(counted, stats) + _model_lines(counted, step_times)
     return Plan(rows, plan_totals(rows, [config.method for config in counted]), said)
 
@@ -743,8 +779,10 @@ def _check_measured(configs: Sequence[TrainConfig], step_times: StepTimes) -> No
     """Every probe label the runs need has times: one line naming those missing and those there otherwise."""
     missing = list(dict.fromkeys(probe_label(c) for c in configs if probe_label(c) not in step_times.forward_backward))
     if missing:
-        raise ConfigError(f"the step times ({step_times.device}) have none for {_some(missing)}, which the plan "
-                          f"needs; they time {_some(list(step_times.forward_backward))}")  # fmt: skip
+        raise ConfigError(
+            f"the step times ({step_times.device}) have none for {_some(missing)}, which the plan "
+            f"needs; they time {_some(list(step_times.forward_backward))}"
+        )
 
 
 def store_lines(actions: Sequence) -> list[str]:
@@ -795,8 +833,12 @@ def plan_totals(rows: list[dict], methods: list[str]) -> list[dict]:
     method, whatever its run's label says: the rates of a grid add up under their method)."""
 
     def total(name: str, chosen: list[int]) -> dict:
-        return {"total": name, "runs": len(chosen), "optimizer steps": sum(rows[i]["optimizer steps"] for i in chosen),
-                "est. hours": sum(rows[i]["est. hours"] for i in chosen)}  # fmt: skip
+        return {
+            "total": name,
+            "runs": len(chosen),
+            "optimizer steps": sum(rows[i]["optimizer steps"] for i in chosen),
+            "est. hours": sum(rows[i]["est. hours"] for i in chosen),
+        }
 
     keys = {"dataset": [row["dataset"] for row in rows], "method": methods}
     out = [total("all runs", list(range(len(rows))))]

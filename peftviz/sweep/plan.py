@@ -74,10 +74,9 @@ def plan(configs: list[TrainConfig], runs_dir: Path, force: bool = False) -> lis
         for key in stored_keys(run.config) if run.trained_here else ():
             found.setdefault(key, []).append(run)
     return [
-        _planned(config, sorted(found.get(sweep_key(config), []), key=original_first), force,
-                 _after(configs, index))
+        _planned(config, sorted(found.get(sweep_key(config), []), key=original_first), force, _after(configs, index))
         for index, config in enumerate(configs)
-    ]  # fmt: skip
+    ]
 
 
 def _planned(config: TrainConfig, runs: list[Run], force: bool, after: tuple[int, ...]) -> Planned:

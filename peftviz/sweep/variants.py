@@ -94,10 +94,13 @@ def variant_configs(config: TrainConfig) -> list[TrainConfig]:
     """The configurations of `config`'s method's variants (just `config` for a method that declares none)."""
     cls = config.method_class
     return [
-        replace(config, label=f"{cls.name} {variant.label}",
-                method_options={**variant.defaults, **config.method_options, **variant.options})
+        replace(
+            config,
+            label=f"{cls.name} {variant.label}",
+            method_options={**variant.defaults, **config.method_options, **variant.options},
+        )
         for variant in cls.variants
-    ] or [config]  # fmt: skip
+    ] or [config]
 
 
 def _matches(config: TrainConfig, wanted) -> bool:
@@ -122,9 +125,11 @@ def start_index(configs: list[TrainConfig], index: int) -> int | None:
     fitting = [
         i
         for i in range(index)
-        if configs[i].seed == config.seed and configs[i].method == config.method
-        and _matches(configs[i], source.options) and _fit(start, configs[i], config) == ""
-    ]  # fmt: skip
+        if configs[i].seed == config.seed
+        and configs[i].method == config.method
+        and _matches(configs[i], source.options)
+        and _fit(start, configs[i], config) == ""
+    ]
     return fitting[-1] if fitting else None
 
 
@@ -172,9 +177,10 @@ def starting_runs(method_class, runs: list[Run], model: str) -> list[Run]:
     if start is None:
         return []
     return [
-        run for run in runs if _may_start(run, method_class.name) and ("model" not in start.same_settings
-                                                                    or run.config.model == model)
-    ]  # fmt: skip
+        run
+        for run in runs
+        if _may_start(run, method_class.name) and ("model" not in start.same_settings or run.config.model == model)
+    ]
 
 
 def check_start(config: TrainConfig, runs: list[Run]) -> None:

@@ -77,8 +77,17 @@ def predict(model: PeftClassifier, loader, device: torch.device, gather=None) ->
 # numbers written per epoch and those the pages show come from one piece of code. micro_f1 is accuracy: with
 # one label per example every wrong prediction is one false positive and one false negative, so micro
 # precision = recall = F1 = correct / N (sklearn's micro F1 bit for bit).
-EPOCH_METRICS = {"accuracy": "accuracy", "ece": "ece", "mce": "mce", "ace": "ace", "classwise_ece": "classwise_ece",
-                 "brier": "brier", "nll": "nll", "micro_f1": "accuracy", "macro_f1": "macro_f1"}  # fmt: skip
+EPOCH_METRICS = {
+    "accuracy": "accuracy",
+    "ece": "ece",
+    "mce": "mce",
+    "ace": "ace",
+    "classwise_ece": "classwise_ece",
+    "brier": "brier",
+    "nll": "nll",
+    "micro_f1": "accuracy",
+    "macro_f1": "macro_f1",
+}
 
 
 def evaluation_metrics(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> dict[str, float]:
@@ -109,8 +118,9 @@ def load_trained(
     """
     if run.config is None:  # a corrupt run: its settings cannot be read (e.g. its config.json lost the model)
         raise RunError(f"run {run.name}: {run.error}")
-    model, tokenizer = rebuild(run.config, len(run.label_names), run.params, f"run {run.name}: params.safetensors",
-                               method, optional)  # fmt: skip
+    model, tokenizer = rebuild(
+        run.config, len(run.label_names), run.params, f"run {run.name}: params.safetensors", method, optional
+    )
     return model.to(pick_device(device)).eval(), tokenizer
 
 

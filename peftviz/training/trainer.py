@@ -314,8 +314,10 @@ def train(config: TrainConfig, runs_dir: Path | None = None, progress: ProgressC
 def resume(run: Run, progress: ProgressCallback | None = None, sweep_engine: str = "local") -> Run:
     """Continue a killed (incomplete) run from its last finished epoch; returns the finished run."""
     if run.recorded:
-        raise RunError(f"run {run.name} was recorded by {run.recorded['by']}, not trained by peftviz: only the loop "
-                       "that trained it can continue it")  # fmt: skip
+        raise RunError(
+            f"run {run.name} was recorded by {run.recorded['by']}, not trained by peftviz: only the loop "
+            "that trained it can continue it"
+        )
     if run.status != "incomplete":
         reason = f": {run.error}" if run.error else ""
         raise RunError(f"run {run.name} is {run.status}{reason}; only an incomplete (killed) run can be resumed")

@@ -48,7 +48,10 @@ def test_estimates_equal_a_fresh_computation_and_are_read_back_the_second_time(r
     for metric in ("accuracy", "ece"):
         for found in (first[metric], again[metric]):
             assert (found.value, found.low, found.high) == (
-                expected[metric].value, expected[metric].low, expected[metric].high)  # fmt: skip
+                expected[metric].value,
+                expected[metric].low,
+                expected[metric].high,
+            )
             assert np.array_equal(found.samples, expected[metric].samples)
 
 

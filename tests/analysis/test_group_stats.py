@@ -99,8 +99,10 @@ def test_summary_with_t_over_seeds_is_the_t_interval(groups):
     t_result = group_stats.stats_of_groups(groups, replace(SETTINGS, group_interval="t"), ["accuracy", "brier"])
     for group in groups:
         for metric in ("accuracy", "brier"):
-            values = [estimators.point_estimates(*run.predictions("test"), 10, "width", [metric])[metric]
-                      for run in group.runs]  # fmt: skip
+            values = [
+                estimators.point_estimates(*run.predictions("test"), 10, "width", [metric])[metric]
+                for run in group.runs
+            ]
             row = t_result.summary[(t_result.summary["unit"] == group.label) & (t_result.summary["metric"] == metric)]
             mean, low, high = t_interval(values)
             assert row["mean"].item() == pytest.approx(mean, abs=1e-12)
@@ -178,8 +180,18 @@ def test_units_are_chosen_by_key_run_or_label_and_must_share_a_split(seeds_store
 
 
 def test_report_prints_markdown_and_writes_the_same_numbers_as_csv(seeds_store, result, tmp_path, capsys):
-    code = main(["report", "--runs-dir", str(seeds_store), *[f"--metric={m}" for m in METRICS],
-                 "--resamples", "60", "--csv", str(tmp_path / "r")])  # fmt: skip
+    code = main(
+        [
+            "report",
+            "--runs-dir",
+            str(seeds_store),
+            *[f"--metric={m}" for m in METRICS],
+            "--resamples",
+            "60",
+            "--csv",
+            str(tmp_path / "r"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "| unit | seeds | accuracy | ece | smooth_ece | brier |" in out and "| prefix-propagation | 0,1 |" in out
@@ -227,8 +239,19 @@ def test_report_on_one_dataset_of_a_store_holding_several(mixed_store, tmp_path,
     csv_dataset = next(run.config.dataset for run in runs if run.config.dataset.endswith("topics.csv"))
     on_it = [run for run in runs if run.config.dataset == csv_dataset]
     assert 0 < len(on_it) < len(runs)  # the store holds other datasets too
-    argv = ["report", "--runs-dir", str(mixed_store), "--dataset", csv_dataset, "--metric", "accuracy",
-            "--resamples", "20", "--csv", str(tmp_path / "r")]  # fmt: skip
+    argv = [
+        "report",
+        "--runs-dir",
+        str(mixed_store),
+        "--dataset",
+        csv_dataset,
+        "--metric",
+        "accuracy",
+        "--resamples",
+        "20",
+        "--csv",
+        str(tmp_path / "r"),
+    ]
     assert main(argv) == 0
     summary = pd.read_csv(tmp_path / "r-summary.csv")
     assert set(summary["method"]) == {group.label for group in group_runs(on_it)}

@@ -21,16 +21,21 @@ def test_runs_of_a_method_are_named_by_the_settings_in_which_they_differ():
 
 
 def test_method_options_data_files_and_seeds_are_named():
-    runs = [run("t-1", method="tiny-attention", method_options={"n_heads": 1}, dataset="/data/x/news.csv"),
-            run("t-2", method="tiny-attention", method_options={"n_heads": 4}, dataset="/data/y/other.csv", seed=3)]  # fmt: skip
+    runs = [
+        run("t-1", method="tiny-attention", method_options={"n_heads": 1}, dataset="/data/x/news.csv"),
+        run("t-2", method="tiny-attention", method_options={"n_heads": 4}, dataset="/data/y/other.csv", seed=3),
+    ]
     labels = run_labels(runs)
     assert labels["t-1"] == "tiny-attention · seed 0 · dataset news.csv · heads 1"
     assert labels["t-2"] == "tiny-attention · seed 3 · dataset other.csv · heads 4"
 
 
 def test_runs_alike_in_every_setting_are_named_by_date_then_folder():
-    runs = [run("p-20261122-aaaaaa"), run("p-20261123-bbbbbb", created="2026-11-23T09:30:00+0000"),
-            run("p-20261123-cccccc", created="2026-11-23T09:30:00+0000")]  # fmt: skip
+    runs = [
+        run("p-20261122-aaaaaa"),
+        run("p-20261123-bbbbbb", created="2026-11-23T09:30:00+0000"),
+        run("p-20261123-cccccc", created="2026-11-23T09:30:00+0000"),
+    ]
     labels = run_labels(runs)
     assert labels["p-20261122-aaaaaa"] == "prefix-tuning · seed 0 · 2026-11-22 10:00"
     assert labels["p-20261123-bbbbbb"] == "prefix-tuning · seed 0 · 2026-11-23 09:30 · bbbbbb"

@@ -469,8 +469,14 @@ def test_a_second_reader_draws_the_first_readers_figures_without_building_them(s
     """appkit.shared: another session on the same run and document builds nothing; a layer and head
     of its own builds the two figures that show one head, not the λ(C) grid and profile."""
     private_store(smoke_store, tmp_path, monkeypatch)
-    built = count_calls(monkeypatch, figures, "prefix_mass_grid_figure", "prefix_mass_profile_figure",
-                        "token_heatmap_figure", "prefix_rows_figure")  # fmt: skip
+    built = count_calls(
+        monkeypatch,
+        figures,
+        "prefix_mass_grid_figure",
+        "prefix_mass_profile_figure",
+        "token_heatmap_figure",
+        "prefix_rows_figure",
+    )
     first = AppTest.from_file(PAGE, default_timeout=60).run()
     select_run(first, "prefix-propagation")
     assert_clean(first)
@@ -485,8 +491,11 @@ def test_a_second_reader_draws_the_first_readers_figures_without_building_them(s
 
     widget(second.selectbox, "Layer").select_index(1).run()
     assert_clean(second)
-    assert built == {**once, "token_heatmap_figure": once["token_heatmap_figure"] + 1,
-                     "prefix_rows_figure": once["prefix_rows_figure"] + 1}  # fmt: skip
+    assert built == {
+        **once,
+        "token_heatmap_figure": once["token_heatmap_figure"] + 1,
+        "prefix_rows_figure": once["prefix_rows_figure"] + 1,
+    }
 
 
 def test_the_page_opens_on_the_newest_run_with_prefix_keys(app_mixed_store):

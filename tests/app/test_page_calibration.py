@@ -128,7 +128,12 @@ def test_reliability_figure_draws_the_table(run):
     fig = figures.reliability_figure(table)
     accuracy, over, under, reference, count = fig.data
     assert [t.name for t in fig.data] == [
-        "accuracy", figures.OVER_NAME, figures.UNDER_NAME, "perfect calibration", "count"]  # fmt: skip
+        "accuracy",
+        figures.OVER_NAME,
+        figures.UNDER_NAME,
+        "perfect calibration",
+        "count",
+    ]
     assert len(accuracy.y) == len(count.y) == 8
     assert nan_equal(accuracy.y, table["accuracy"]) and list(count.y) == list(table["count"])
     # a gap bar runs between the accuracy and the mean confidence, whichever is higher
@@ -303,8 +308,10 @@ def test_page_shows_unfinished_runs_and_skips_corrupt_ones(unfinished_store):
     assert len(at.selectbox(key="recalibration_run").options) == 1  # only the finished run has test predictions
     # the comparison judges test predictions, which the killed run lacks: it is left out, and the page says so
     assert len(table(at, "unit")) == 1
-    assert any(c.value.startswith(f"Left out: {killed.name} (seed 0, incomplete, 1 epoch): no test predictions")
-               for c in at.caption)  # fmt: skip
+    assert any(
+        c.value.startswith(f"Left out: {killed.name} (seed 0, incomplete, 1 epoch): no test predictions")
+        for c in at.caption
+    )
 
 
 # ---------------------------------------------------------------- uncertainty: each bin's interval, classwise views
@@ -410,8 +417,11 @@ def test_a_store_with_seeds_opens_on_groups_with_their_mean_interval_and_pairs(g
 def test_the_probability_of_improvement_cells_are_rliables_with_their_two_level_interval(group_page):
     from rliable.metrics import probability_of_improvement
 
-    improvement = next(frame for frame in (e.value for e in group_page.table) if frame.columns[0] == "pair" and
-                       frame["pair"].str.contains(" vs ").all())  # fmt: skip
+    improvement = next(
+        frame
+        for frame in (e.value for e in group_page.table)
+        if frame.columns[0] == "pair" and frame["pair"].str.contains(" vs ").all()
+    )
     assert len(improvement) == 15
     groups = {g.label: g for g in group_runs(list_runs())}
     for pair, cell in zip(improvement["pair"], improvement["Smooth ECE"]):
@@ -471,13 +481,21 @@ def test_a_figures_csv_holds_every_drawn_point(run):
     assert list(line["x"]) == [1, 2] and np.allclose(line["y"].astype(float), curves["ece"])
     assert set(rows["trace"]) == {"r", "r 95% high", "r 95% low"}
     assert toolbar_config("ECE per epoch", "png")["toImageButtonOptions"] == {
-        "format": "png", "filename": "ece-per-epoch", "scale": 2}  # fmt: skip
+        "format": "png",
+        "filename": "ece-per-epoch",
+        "scale": 2,
+    }
     with pytest.raises(ValueError):
         toolbar_config("x", "jpeg")
 
 
-FIGURE_BUILDERS = ("reliability_figure", "smooth_reliability_figure", "ece_over_epochs_figure", "differences_figure",
-                   "recalibration_figure")  # fmt: skip
+FIGURE_BUILDERS = (
+    "reliability_figure",
+    "smooth_reliability_figure",
+    "ece_over_epochs_figure",
+    "differences_figure",
+    "recalibration_figure",
+)
 
 
 def test_a_second_reader_draws_the_first_readers_figures_and_tables_without_building_them(
@@ -490,8 +508,13 @@ def test_a_second_reader_draws_the_first_readers_figures_and_tables_without_buil
     stats_built = count_calls(monkeypatch, group_stats, "stats_of_estimates")
     first = AppTest.from_file(PAGE, default_timeout=300).run()
     assert not first.exception and not first.error
-    once = {"reliability_figure": 6, "smooth_reliability_figure": 1, "ece_over_epochs_figure": 1,
-            "differences_figure": 1, "recalibration_figure": 1}  # fmt: skip
+    once = {
+        "reliability_figure": 6,
+        "smooth_reliability_figure": 1,
+        "ece_over_epochs_figure": 1,
+        "differences_figure": 1,
+        "recalibration_figure": 1,
+    }
     assert built == once and stats_built == {"stats_of_estimates": 1}
 
     second = AppTest.from_file(PAGE, default_timeout=300).run()

@@ -53,12 +53,23 @@ def recorded_store(tmp_path_factory):
 def record_complete(store: Path, smoke, labels, test_labels) -> None:
     rng = np.random.default_rng(0)
     n_classes = len(smoke.label_names)
-    with open_run(RECORDED, method="lora", options={"r": 4}, model="tiny-bert", dataset="bbc-news",
-                  label_names=smoke.label_names, settings={"learning_rate": 1e-3, "limit": LIMIT, "scheduler": "cosine"},
-                  runs_dir=store) as recorder:  # fmt: skip
+    with open_run(
+        RECORDED,
+        method="lora",
+        options={"r": 4},
+        model="tiny-bert",
+        dataset="bbc-news",
+        label_names=smoke.label_names,
+        settings={"learning_rate": 1e-3, "limit": LIMIT, "scheduler": "cosine"},
+        runs_dir=store,
+    ) as recorder:
         for _ in range(3):
-            recorder.add_epoch(labels, logits=rng.normal(size=(len(labels), n_classes)), test_labels=test_labels,
-                               test_probs=rng.dirichlet(np.ones(n_classes), len(test_labels)))  # fmt: skip
+            recorder.add_epoch(
+                labels,
+                logits=rng.normal(size=(len(labels), n_classes)),
+                test_labels=test_labels,
+                test_probs=rng.dirichlet(np.ones(n_classes), len(test_labels)),
+            )
 
 
 @pytest.fixture(autouse=True)

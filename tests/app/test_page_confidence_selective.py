@@ -10,8 +10,12 @@ from peftviz.store.runs import group_runs, list_runs
 from tests.support import selective_reference as ref
 from tests.support.helpers import charts, plotly_array, two_level_by_hand
 
-HEADINGS = {"AURC": "aurc", "AUGRC": "augrc", "Accuracy at 80% coverage": "accuracy_at_80",
-            "Accuracy at 90% coverage": "accuracy_at_90"}  # fmt: skip
+HEADINGS = {
+    "AURC": "aurc",
+    "AUGRC": "augrc",
+    "Accuracy at 80% coverage": "accuracy_at_80",
+    "Accuracy at 90% coverage": "accuracy_at_90",
+}
 N_RESAMPLES = 200  # the page's default
 
 

@@ -217,8 +217,17 @@ def fake_trained():
     fixed = {"ece": 0.05, "group": "g", "learned_alpha": None}
     return [
         {"alpha": a, "accuracy": 0.6 + a, "label": f"k{a}", "run": f"r{a}", **fixed} for a in SMOKE_KERNEL_ALPHAS
-    ] + [{"alpha": 0.02, "accuracy": 0.7, "ece": 0.04, "label": "t", "run": "t", "group": "g · trainable α",
-          "learned_alpha": [0.01, 0.03]}]  # fmt: skip
+    ] + [
+        {
+            "alpha": 0.02,
+            "accuracy": 0.7,
+            "ece": 0.04,
+            "label": "t",
+            "run": "t",
+            "group": "g · trainable α",
+            "learned_alpha": [0.01, 0.03],
+        }
+    ]
 
 
 def test_alpha_figure_shows_the_sweep_the_trained_points_and_the_exact_line():
@@ -429,7 +438,8 @@ def test_trained_alpha_groups_of_single_runs_are_the_runs(smoke_store):
     assert [row["n"] for row in groups] == [1] * len(singles)
     for single, group in zip(singles, groups):
         assert {key: group[key] for key in ("alpha", "accuracy", "ece", "label", "group")} == {
-            key: single[key] for key in ("alpha", "accuracy", "ece", "label", "group")}  # fmt: skip
+            key: single[key] for key in ("alpha", "accuracy", "ece", "label", "group")
+        }
         assert np.isnan(group["accuracy_low"]) and group["members"] == [single]
 
 

@@ -189,8 +189,10 @@ def test_averaging_table_without_an_averaged_evaluation(smoke_runs_by_label):
 
 def table_with_changes(**changes) -> tiny_heads.AveragingTable:
     """A 4-head table whose metrics are 0.5 before and 0.5 + change after (a change per quantity, else 0)."""
-    rows = [tiny_heads._row(quantity, 0.5, 0.5 + changes.get(quantity.replace(" ", "_"), 0.0))
-            for quantity in tiny_heads.METRICS]  # fmt: skip
+    rows = [
+        tiny_heads._row(quantity, 0.5, 0.5 + changes.get(quantity.replace(" ", "_"), 0.0))
+        for quantity in tiny_heads.METRICS
+    ]
     rows.append(tiny_heads._row("method parameters", 36864, 9216))
     return tiny_heads.AveragingTable("averaged", "4 heads averaged", rows)
 
@@ -406,8 +408,9 @@ def assert_group_table_matches_the_members(table, members) -> None:
         mean, low, high = seed_interval(values)
         bottom, top = tiny_heads.quantity_range(row["quantity"], row["stage"])
         assert bottom <= row["low"] <= row["mean"] <= row["high"] <= top  # the t-interval cut to the range
-        np.testing.assert_allclose([row["mean"], row["low"], row["high"]], [mean, max(low, bottom), min(high, top)],
-                                   rtol=1e-9, atol=1e-12)  # fmt: skip
+        np.testing.assert_allclose(
+            [row["mean"], row["low"], row["high"]], [mean, max(low, bottom), min(high, top)], rtol=1e-9, atol=1e-12
+        )
         np.testing.assert_allclose([row[column] for column in seed_columns], values, rtol=1e-12)
 
 

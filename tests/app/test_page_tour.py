@@ -82,8 +82,10 @@ def test_the_prefixes_step_draws_dots_not_bars_on_its_log_axis():
     """A bar's length on a log axis depends on where the axis starts (it started at 0.01 %)."""
     from peftviz.figures.tour import trainable_figure
 
-    rows = [{"label": "fine-tuning", "trainable": 1_000_000, "total": 1_000_000, "color": "#111111"},
-            {"label": "prefix-tuning", "trainable": 2_245, "total": 1_000_000, "color": "#222222"}]  # fmt: skip
+    rows = [
+        {"label": "fine-tuning", "trainable": 1_000_000, "total": 1_000_000, "color": "#111111"},
+        {"label": "prefix-tuning", "trainable": 2_245, "total": 1_000_000, "color": "#222222"},
+    ]
     fig = trainable_figure(rows)
     assert [t.type for t in fig.data] == ["scatter"] and fig.data[0].mode == "markers+text"
     assert list(fig.data[0].textposition) == ["middle left", "middle right"]  # the 100 % label inside the axis
@@ -96,13 +98,19 @@ def test_a_tour_figure_wraps_its_titles_and_keeps_its_panels_apart():
     from peftviz.figures.tour import FIGURE_HEIGHT, TITLE_CHARS, presentable
 
     names = ["fine-tuning", "kernel-prefix-propagation", "tiny-attention 4H averaged", "d", "e", "f"]
-    frame = pd.concat(pd.DataFrame({"run": name, "epoch": [1, 2], "ece": [0.1, 0.05], "low": [0.05, 0.02],
-                                    "high": [0.15, 0.08]}) for name in names)  # fmt: skip
-    fig = presentable(calibration.ece_over_epochs_figure(frame, "width", 10, "95% bootstrap interval over 200 resamples of the "
-                                                          "validation examples"))  # fmt: skip
+    frame = pd.concat(
+        pd.DataFrame({"run": name, "epoch": [1, 2], "ece": [0.1, 0.05], "low": [0.05, 0.02], "high": [0.15, 0.08]})
+        for name in names
+    )
+    fig = presentable(
+        calibration.ece_over_epochs_figure(
+            frame, "width", 10, "95% bootstrap interval over 200 resamples of the validation examples"
+        )
+    )
     lines = fig.layout.title.text.split("<br>")
-    assert len(lines) >= 3 and all(len(line.replace("<sup>", "").replace("</sup>", "")) <= 1.4 * TITLE_CHARS
-                                   for line in lines)  # fmt: skip
+    assert len(lines) >= 3 and all(
+        len(line.replace("<sup>", "").replace("</sup>", "")) <= 1.4 * TITLE_CHARS for line in lines
+    )
     assert {"kernel-prefix-<br>propagation", "tiny-attention 4H<br>averaged"} <= {
         a.text for a in fig.layout.annotations
     }
@@ -149,8 +157,9 @@ def test_a_second_reader_draws_the_first_readers_step_without_building_it(smoke_
 # ---------------------------------------------------------------- one comparison for every step
 
 
-def fake_run(index: int, method: str, model: str = "minilm", status: str = "complete", label: str = "",
-             **settings) -> Run:  # fmt: skip
+def fake_run(
+    index: int, method: str, model: str = "minilm", status: str = "complete", label: str = "", **settings
+) -> Run:
     """A run as the store lists it, without files: the Tour's choice reads only settings and status."""
     config = TrainConfig(method=method, model=model, label=label, **settings)
     return Run(Path(f"/store/{index:02d}-{method}"), status, config, metrics=[{"epoch": 1, "micro_f1": 0.5}])
@@ -164,8 +173,10 @@ def papers(start: int, model: str, **settings) -> list[Run]:
 def test_the_tour_takes_one_comparison_and_only_its_runs():
     """The issue's store: an older tiny-bert prefix-propagation and kernel runs beside a MiniLM comparison;
     step 1 set both models' runs side by side, step 2 drew the tiny-bert run."""
-    older = [fake_run(0, "prefix-propagation", "tiny-bert", limit=120), fake_run(1, "kernel-prefix-propagation",
-                                                                                  "tiny-bert", limit=120)]  # fmt: skip
+    older = [
+        fake_run(0, "prefix-propagation", "tiny-bert", limit=120),
+        fake_run(1, "kernel-prefix-propagation", "tiny-bert", limit=120),
+    ]
     runs = older + papers(2, "minilm", limit=120)
     shown = tour.comparison_of(runs)
     assert {run.config.model for run in shown.runs} == {"minilm"}
@@ -211,8 +222,10 @@ def test_the_ece_step_gives_each_run_its_own_epochs_and_few_ticks():
     """Step 4 with 11 runs had colliding ECE tick labels and 2-epoch runs squashed onto an 8-epoch axis."""
     from peftviz.figures.tour import MAX_PANEL_COLUMNS, Y_TICKS, ece_panels_figure, presentable
 
-    frames = [pd.DataFrame({"run": f"run {i}", "epoch": range(1, epochs + 1), "ece": 0.05, "low": 0.03, "high": 0.07})
-              for i, epochs in enumerate([2] * 5 + [8] * 6)]  # fmt: skip
+    frames = [
+        pd.DataFrame({"run": f"run {i}", "epoch": range(1, epochs + 1), "ece": 0.05, "low": 0.03, "high": 0.07})
+        for i, epochs in enumerate([2] * 5 + [8] * 6)
+    ]
     fig = presentable(ece_panels_figure(pd.concat(frames), "band"))
     axes = list(fig.select_xaxes())
     x_ranges = [tuple(axis.range) for axis in axes[:11]]

@@ -21,9 +21,12 @@ REFUSED = (
     f"lacks it; download it once where the hub is reachable (hf download {MISSING}), or give its folder"
 )
 FUZZ = settings(
-    derandomize=True, deadline=None, database=None, max_examples=200,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    max_examples=200,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)  # fmt: skip
+)
 
 
 @pytest.fixture
@@ -50,8 +53,9 @@ def imported(name: str) -> AppTest:
     return at.button(key="train_import").click().run()
 
 
-def test_a_hub_id_missing_from_the_cache_is_refused_in_one_line_and_nothing_is_queued(empty_store, hub_off,
-                                                                                       monkeypatch):  # fmt: skip
+def test_a_hub_id_missing_from_the_cache_is_refused_in_one_line_and_nothing_is_queued(
+    empty_store, hub_off, monkeypatch
+):
     queue = fake_queue(monkeypatch)
     at = imported(MISSING)
     assert not at.exception and [error.value for error in at.error] == [REFUSED]
@@ -92,11 +96,24 @@ def test_a_base_model_missing_from_the_cache_is_refused_as_a_model_to_train_is(e
 
 @pytest.mark.parametrize(
     "name",
-    ["", "  ", "owner/", "/", "~nobody-here/x", "a" * 5000, "o/" + "n" * 300, "x\x00y", "two\nlines/x",
-     "../../etc", "owner/name/extra", "owner//name", "é/ü", "owner/name\r"],
-)  # fmt: skip
-def test_a_hostile_import_source_is_refused_in_one_line_and_nothing_is_queued(empty_store, hub_off, monkeypatch,
-                                                                              name):  # fmt: skip
+    [
+        "",
+        "  ",
+        "owner/",
+        "/",
+        "~nobody-here/x",
+        "a" * 5000,
+        "o/" + "n" * 300,
+        "x\x00y",
+        "two\nlines/x",
+        "../../etc",
+        "owner/name/extra",
+        "owner//name",
+        "é/ü",
+        "owner/name\r",
+    ],
+)
+def test_a_hostile_import_source_is_refused_in_one_line_and_nothing_is_queued(empty_store, hub_off, monkeypatch, name):
     queue = fake_queue(monkeypatch)
     at = imported(name)
     assert not at.exception and len(at.error) == 1 and "\n" not in at.error[0].value

@@ -12,8 +12,14 @@ from tests.support.job_helpers import fake_queue
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_PAGE = str(ROOT / "pages" / "1_Train.py")
 FIRST, OTHER = "prefix-propagation", "fine-tuning"  # the smoke preset trains them at 0.01 and 0.001
-CHANGED = {"Epochs": 5, "Batch size": 4, "Examples per split": 60, "Tokens per document": 48,
-           "First training seed": 7, "Number of seeds": 2}  # fmt: skip
+CHANGED = {
+    "Epochs": 5,
+    "Batch size": 4,
+    "Examples per split": 60,
+    "Tokens per document": 48,
+    "First training seed": 7,
+    "Number of seeds": 2,
+}
 CHOSEN = {"Learning-rate schedule": "cosine", "Pooling": "mean"}
 
 

@@ -38,8 +38,9 @@ def store(tmp_path_factory) -> Path:
     write_run(root, "lora", 3, done=0, status="incomplete")
     corrupt_run(root, "lora", 4)
     labels = np.random.default_rng(0).integers(0, len(LABELS), size=40)
-    with open_run("my loop", method="lora", model="tiny-bert", dataset="bbc-news", label_names=LABELS,
-                  runs_dir=root) as recorder:  # fmt: skip
+    with open_run(
+        "my loop", method="lora", model="tiny-bert", dataset="bbc-news", label_names=LABELS, runs_dir=root
+    ) as recorder:
         recorder.add_epoch(
             labels, probs=np.full((40, 3), 1 / 3), test_labels=labels, test_probs=np.full((40, 3), 1 / 3)
         )
@@ -87,8 +88,9 @@ def choose_every_single_run(page: AppTest, key: str, runs: dict) -> AppTest:
 # ---------------------------------------------------------------- a run on other data
 
 
-@pytest.mark.parametrize("name, key, first_column", [("7_Confidence.py", "confidence", "unit"),
-                                                     ("2_Calibration.py", "calibration", "unit")])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, key, first_column", [("7_Confidence.py", "confidence", "unit"), ("2_Calibration.py", "calibration", "unit")]
+)
 def test_a_run_on_other_data_is_named_and_the_comparable_runs_compared(on_store, runs, name, key, first_column):
     page = choose_every_single_run(open_page(name), key, runs)
     assert not page.exception
@@ -99,8 +101,11 @@ def test_a_run_on_other_data_is_named_and_the_comparable_runs_compared(on_store,
     assert not [
         error.value for error in page.error if "different data" in error.value or "same examples" in error.value
     ]
-    compared = set(table(page, first_column)["unit"]) if key == "calibration" else set(
-        next(t.value for t in page.table if "AURC" in t.value.columns)["unit"])  # fmt: skip
+    compared = (
+        set(table(page, first_column)["unit"])
+        if key == "calibration"
+        else set(next(t.value for t in page.table if "AURC" in t.value.columns)["unit"])
+    )
     comparable = [run.name for label, run in runs.items() if label in ("lora 0", "lora 1", "bitfit 0", "bitfit 1")]
     assert sorted(next(name for name in comparable if name in unit) for unit in compared) == sorted(comparable)
     sections = 2 if key == "confidence" else 1  # each section of the Confidence page says what it leaves out
@@ -161,8 +166,10 @@ def test_the_default_line_names_each_unit_with_why():
     units = [Group(run.name, [run]) for run in [*kept, other, model]]
     names = {unit.key: unit.runs[0].config.method for unit in units}
     line = analysis.not_by_default(units, [u.key for u in units[:2]], names, 2, single_runs=True)
-    assert line == ("Not chosen by default (add them above): evaluated on other data, bbc-news (data seed 0, limit "
-                    "60), so not comparable with the default's: bitfit; judged by another model (tiny-bert): ia3.")  # fmt: skip
+    assert line == (
+        "Not chosen by default (add them above): evaluated on other data, bbc-news (data seed 0, limit "
+        "60), so not comparable with the default's: bitfit; judged by another model (tiny-bert): ia3."
+    )
     grouped = analysis.not_by_default(units, [u.key for u in units[:2]], names, 2)
     assert grouped.endswith("beyond the default's 2: ia3.")  # a group's default takes any model on the split
     assert analysis.not_by_default(units, [u.key for u in units], names, 6) is None

@@ -101,8 +101,11 @@ def test_the_calibration_page_shows_a_single_run_beside_groups_of_two_and_three_
     frames = [element.value for element in calibration.table]
     improvement = next(frame for frame in frames if frame.columns[0] == "pair" and " vs " in frame.iloc[0, 0])
     filled = improvement.set_index("pair").ne("").any(axis=1)  # P(A better): only between groups of 2+ seeds
-    assert filled.to_dict() == {"fine-tuning vs prefix-propagation": False, "fine-tuning vs lora": False,
-                                "prefix-propagation vs lora": True}  # fmt: skip
+    assert filled.to_dict() == {
+        "fine-tuning vs prefix-propagation": False,
+        "fine-tuning vs lora": False,
+        "prefix-propagation vs lora": True,
+    }
 
 
 def test_every_view_of_the_calibration_page_renders_on_the_mixed_store(calibration, groups):
@@ -111,8 +114,12 @@ def test_every_view_of_the_calibration_page_renders_on_the_mixed_store(calibrati
     choose_groups(page, groups, same_split)
     assert not page.exception and not page.error
     assert len(table(page, "unit")) == len(same_split) == 8
-    for key, value in [("calibration_scheme", "mass"), ("calibration_split", "validation (chosen epoch)"),
-                       ("recalibration_map", "vector"), ("recalibration_map", "isotonic")]:  # fmt: skip
+    for key, value in [
+        ("calibration_scheme", "mass"),
+        ("calibration_split", "validation (chosen epoch)"),
+        ("recalibration_map", "vector"),
+        ("recalibration_map", "isotonic"),
+    ]:
         page.radio(key=key).set_value(value).run()
         assert not page.exception and not page.error, (key, value)
     page.selectbox(key="calibration_difference_metric").set_value("smooth_ece").run()
@@ -173,10 +180,14 @@ def test_the_train_page_opens_on_the_mixed_store(app_mixed_store):
     assert page.button  # the form's Train button at least
 
 
-@pytest.mark.parametrize("name, key, charts_at_least", [
-    ("3_Attention.py", "attention_run", 1), ("4_Kernel.py", "kernel_run", 2),
-    ("5_Tiny_attention_heads.py", "tiny_heads_run", 3),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, key, charts_at_least",
+    [
+        ("3_Attention.py", "attention_run", 1),
+        ("4_Kernel.py", "kernel_run", 2),
+        ("5_Tiny_attention_heads.py", "tiny_heads_run", 3),
+    ],
+)
 def test_the_run_pages_draw_every_run_they_offer(app_mixed_store, name, key, charts_at_least):
     """Each run the page's picker offers, on both datasets and models, the imported run among them."""
     page = open_page(name)

@@ -70,8 +70,10 @@ def test_a_group_shows_one_interval_on_home_the_calibration_page_and_in_report(o
     page.radio(key="calibration_resamples").set_value(1000).run()
     assert not page.exception and not page.error
     shown = table(page, "unit").set_index("unit")
-    assert any("from 1,000 bootstrap resamples" in c.value and "These are the cells of `report`" in c.value
-               for c in page.caption)  # fmt: skip
+    assert any(
+        "from 1,000 bootstrap resamples" in c.value and "These are the cells of `report`" in c.value
+        for c in page.caption
+    )
 
     markdown, summary = report(on_store, tmp_path)
     assert "from 1000 resamples (seed 0)" in markdown
@@ -148,8 +150,9 @@ def calibrated_run(root: Path, n: int = 100) -> None:
 
     config = preset_config("smoke", "lora", epochs=1)
     parameters = {"total": 10, "trainable": 4, "method": 2, "backbone": 6, "head": 2}
-    writer = RunWriter.create(root, config, {"label_names": LABELS, "parameters": parameters,
-                                             "environment": {"created": "2026-01-01 00:00"}})  # fmt: skip
+    writer = RunWriter.create(
+        root, config, {"label_names": LABELS, "parameters": parameters, "environment": {"created": "2026-01-01 00:00"}}
+    )
     probs = np.tile(np.float32([0.7, 0.15, 0.15]), (n, 1))  # (N, 3) class 0 on top
     labels = np.where(np.arange(n) < 0.7 * n, 0, 1)  # right on the first 70%
     writer.write_epoch({"epoch": 1, "micro_f1": 0.7, "accuracy": 0.7, "ece": 0.0, "seconds": 1.0}, probs, labels)
@@ -191,6 +194,7 @@ def test_the_note_is_said_only_where_a_debiased_ece_is_below_zero():
     assert analysis.below_zero_note(long("debiased_ece", -0.01, -0.02, 0.04)) == analysis.DEBIASED_BELOW_ZERO
     assert analysis.below_zero_note(long("debiased_ece", 0.05, 0.02, 0.08)) is None
     assert analysis.below_zero_note(long("accuracy", -1.0, -1.0, -1.0)) is None  # only debiased ECE
-    recalibration = pd.DataFrame({"map": ["as trained"], "metric": ["debiased_ece"], "value": [0.01], "low": [-0.01],
-                                  "high": [0.03]})  # fmt: skip
+    recalibration = pd.DataFrame(
+        {"map": ["as trained"], "metric": ["debiased_ece"], "value": [0.01], "low": [-0.01], "high": [0.03]}
+    )
     assert analysis.below_zero_note(recalibration) == analysis.DEBIASED_BELOW_ZERO

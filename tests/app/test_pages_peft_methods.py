@@ -60,8 +60,10 @@ def not_shown(page: AppTest) -> str:
     return note
 
 
-@pytest.mark.parametrize("name, query", [*((name, {}) for name in PAGES),
-                                         *(("6_Tour.py", {"step": str(n)}) for n in range(1, len(tour.STEPS) + 1))])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, query",
+    [*((name, {}) for name in PAGES), *(("6_Tour.py", {"step": str(n)}) for n in range(1, len(tour.STEPS) + 1))],
+)
 def test_every_page_renders_on_a_store_of_peft_methods(app_peft_store, name, query):
     page = open_page(name, **query)
     assert not page.exception and not page.error
@@ -123,9 +125,12 @@ def test_home_lists_a_peft_type_run_in_a_folder_without_a_colon(app_peft_store):
 def test_home_trains_the_quick_comparison_of_the_peft_set(app_peft_store, monkeypatch):
     queue = fake_queue(monkeypatch)
     page = open_page("0_home.py")
-    assert page.radio(key="home_methods").options == ["the papers' methods", "every method",
-                                                      "those built on Hugging Face peft",
-                                                      "the long-document table's four"]  # fmt: skip
+    assert page.radio(key="home_methods").options == [
+        "the papers' methods",
+        "every method",
+        "those built on Hugging Face peft",
+        "the long-document table's four",
+    ]
     page.radio(key="home_methods").set_value("peft").run()
     page.button[0].click().run()
     assert not page.exception and not page.error

@@ -13,8 +13,11 @@ from peftviz.store.runs import list_runs
 from peftviz.store.writer import WriterLock
 
 ROOT = Path(__file__).resolve().parents[2]
-PICKERS = [("pages/3_Attention.py", "attention_run"), ("pages/4_Kernel.py", "kernel_run"),
-           ("pages/5_Tiny_attention_heads.py", "tiny_heads_run")]  # fmt: skip
+PICKERS = [
+    ("pages/3_Attention.py", "attention_run"),
+    ("pages/4_Kernel.py", "kernel_run"),
+    ("pages/5_Tiny_attention_heads.py", "tiny_heads_run"),
+]
 MARK = " (training)"
 
 
@@ -24,8 +27,12 @@ class LiveRuns:
 
     def __init__(self, store: Path, methods: tuple[str, ...]):
         runs = list_runs(store)
-        self.runs = [next(run for run in runs if run.config.method == method and run.config.method_options.get(
-            "n_heads", 0) != 1) for method in methods]  # fmt: skip
+        self.runs = [
+            next(
+                run for run in runs if run.config.method == method and run.config.method_options.get("n_heads", 0) != 1
+            )
+            for method in methods
+        ]
         for run in self.runs:
             (run.path / "summary.json").rename(run.path / "summary.kept")
         self.locks = {run.name: WriterLock(run.path) for run in self.runs}

@@ -285,15 +285,17 @@ def test_the_tour_steps_with_the_arrow_keys(server, browser):
             page.wait_for_function(  # this step's heading, and its own figure (not the last step's, still shown)
                 f"([h, text, previous]) => document.querySelector(h)?.textContent.startsWith(text)"
                 f" && document.querySelectorAll('.js-plotly-plot').length === 1 && {drawn} !== previous",
-                arg=[heading, f"{number} / {len(STEPS)}", previous], timeout=180_000,
-            )  # fmt: skip
+                arg=[heading, f"{number} / {len(STEPS)}", previous],
+                timeout=180_000,
+            )
             previous = page.evaluate(f"() => {drawn}")
             page.keyboard.press("ArrowRight")
         page.keyboard.press("ArrowLeft")  # from the last step back to the one before it
         page.wait_for_function(
             "([h, text]) => document.querySelector(h)?.textContent.startsWith(text)",
-            arg=[heading, f"{len(STEPS) - 1} / "], timeout=60_000,
-        )  # fmt: skip
+            arg=[heading, f"{len(STEPS) - 1} / "],
+            timeout=60_000,
+        )
 
 
 @pytest.mark.parametrize("first_visit", ["home", "Kernel"])

@@ -75,8 +75,11 @@ def test_the_calibration_pages_single_runs_view_passes_the_audit(served, browser
     store, url = served
     with opened(browser, f"{url}/Calibration", CHARTS[store]["Calibration"], SIZE) as page:
         page.get_by_text("single runs", exact=True).click()
-        page.wait_for_function("() => Array.from(document.querySelectorAll('[data-testid=stMultiSelect] label'))"
-                               ".some(label => label.textContent.startsWith('Runs'))", timeout=120_000)  # fmt: skip
+        page.wait_for_function(
+            "() => Array.from(document.querySelectorAll('[data-testid=stMultiSelect] label'))"
+            ".some(label => label.textContent.startsWith('Runs'))",
+            timeout=120_000,
+        )
         settle(page, SINGLE_RUNS[store])
         problems = problems_on(page, store, "Calibration-single-runs")
     assert problems == [], "\n".join(problems)

@@ -47,8 +47,10 @@ def simulated_coverage(
 def test_mean_coverage_over_many_draws_is_within_a_point_of_the_target(score, alpha):
     coverage = simulated_coverage(score, alpha)
     exact = conformal.quantile_rank(500, alpha) / 501  # continuous scores: E coverage = k / (n + 1)
-    print(f"{score} α = {alpha}: mean coverage {coverage.mean():.4f} over 2000 draws (target {1 - alpha}, "
-          f"k/(n+1) = {exact:.4f}), sd {coverage.std():.4f}")  # fmt: skip
+    print(
+        f"{score} α = {alpha}: mean coverage {coverage.mean():.4f} over 2000 draws (target {1 - alpha}, "
+        f"k/(n+1) = {exact:.4f}), sd {coverage.std():.4f}"
+    )
     assert abs(coverage.mean() - (1 - alpha)) <= 0.01
     assert abs(coverage.mean() - exact) <= 4 * coverage.std() / np.sqrt(coverage.size)
 
@@ -70,8 +72,13 @@ def mapie_sets(cal_probs, cal_labels, eval_probs, alpha, score, random_state=0) 
     n_cal = len(cal_labels)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        found = SplitConformalClassifier(lookup(np.vstack([cal_probs, eval_probs])), confidence_level=1 - alpha,
-                                         conformity_score=score, prefit=True, random_state=random_state)  # fmt: skip
+        found = SplitConformalClassifier(
+            lookup(np.vstack([cal_probs, eval_probs])),
+            confidence_level=1 - alpha,
+            conformity_score=score,
+            prefit=True,
+            random_state=random_state,
+        )
         found.conformalize(np.arange(n_cal)[:, None], cal_labels)
         params = {"include_last_label": "randomized"} if score == "aps" else None
         rows = np.arange(n_cal, n_cal + len(eval_probs))[:, None]
@@ -94,8 +101,16 @@ def mapie_numbers(cal_probs, cal_labels, eval_probs, eval_labels, alpha, score) 
 def test_the_sets_equal_mapies_on_simulated_predictions(score, alpha):
     rng = np.random.default_rng(3)
     (cal_probs, cal_labels), (eval_probs, eval_labels) = simulate(rng, (300,)), simulate(rng, (213,))
-    found = conformal.conformal_sets(cal_probs, cal_labels, eval_probs, eval_labels, alpha, score,
-                                     u_calibration=mapie_u(300), u_evaluation=mapie_u(213))  # fmt: skip
+    found = conformal.conformal_sets(
+        cal_probs,
+        cal_labels,
+        eval_probs,
+        eval_labels,
+        alpha,
+        score,
+        u_calibration=mapie_u(300),
+        u_evaluation=mapie_u(213),
+    )
     want = mapie_sets(cal_probs, cal_labels, eval_probs, alpha, score)
     assert np.array_equal(found.sizes, want.sum(axis=1))
     assert np.array_equal(found.covered, want[np.arange(213), eval_labels])
@@ -167,8 +182,16 @@ def test_a_resample_recalibrates_on_its_calibration_row_and_judges_its_evaluatio
     cal_rows, eval_rows = resample_indices(80, 30, 5), resample_indices(60, 30, 4)
     for r in range(30):
         cal, ev = cal_rows[r], eval_rows[r]
-        plain = conformal.conformal_sets(cal_probs[cal], cal_labels[cal], eval_probs[ev], eval_labels[ev], 0.1, "aps",
-                                         u_calibration=u_cal[cal], u_evaluation=u_eval[ev])  # fmt: skip
+        plain = conformal.conformal_sets(
+            cal_probs[cal],
+            cal_labels[cal],
+            eval_probs[ev],
+            eval_labels[ev],
+            0.1,
+            "aps",
+            u_calibration=u_cal[cal],
+            u_evaluation=u_eval[ev],
+        )
         assert found.coverage_draws[r] == pytest.approx(plain.coverage, abs=1e-12)
         assert found.set_size_draws[r] == pytest.approx(plain.set_size, abs=1e-12)
     assert np.unique(found.coverage_draws).size > 5  # the resamples differ

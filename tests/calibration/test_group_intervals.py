@@ -23,11 +23,28 @@ from peftviz.store.runs import Group, group_runs, list_runs
 ROOT = Path(__file__).resolve().parents[2]
 HOME = str(ROOT / "pages/0_home.py")
 CELL = re.compile(r"(-?\d+\.\d{4}) \[(-?\d+\.\d{4}), (-?\d+\.\d{4})\]")  # "mean [low, high]", 4 decimals
-RANGES = {"accuracy": (0, 1), "macro_f1": (0, 1), "ece": (0, 1), "smooth_ece": (0, 1), "debiased_ece": (-1, 1),
-          "ece_sweep": (0, 1), "nll": (0, np.inf), "brier": (0, 2), "ece_mass": (0, 1), "classwise_ece": (0, 1),
-          "mce": (0, 1), "ace": (0, 1), "brier_reliability": (0, 2), "brier_resolution": (0, 2),
-          "brier_uncertainty": (0, 1), "paper_ece": (0, 1), "aurc": (0, 1), "augrc": (0, 1),
-          "accuracy_at_80": (0, 1), "accuracy_at_90": (0, 1)}  # fmt: skip
+RANGES = {
+    "accuracy": (0, 1),
+    "macro_f1": (0, 1),
+    "ece": (0, 1),
+    "smooth_ece": (0, 1),
+    "debiased_ece": (-1, 1),
+    "ece_sweep": (0, 1),
+    "nll": (0, np.inf),
+    "brier": (0, 2),
+    "ece_mass": (0, 1),
+    "classwise_ece": (0, 1),
+    "mce": (0, 1),
+    "ace": (0, 1),
+    "brier_reliability": (0, 2),
+    "brier_resolution": (0, 2),
+    "brier_uncertainty": (0, 1),
+    "paper_ece": (0, 1),
+    "aurc": (0, 1),
+    "augrc": (0, 1),
+    "accuracy_at_80": (0, 1),
+    "accuracy_at_90": (0, 1),
+}
 COLUMNS = {"test accuracy": "accuracy", "test ECE": "ece"}  # the groups table's columns: their metrics
 
 

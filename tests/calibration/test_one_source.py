@@ -93,8 +93,9 @@ def reference_bin_sums(values, hits, n_bins: int, scheme: str):
     else:
         used = min(n_bins, len(values))
         ids = np.empty(len(values), dtype=np.int64)
-        ids[np.argsort(values, kind="stable")] = np.concatenate([np.full(len(g), b) for b, g in
-                                                                 enumerate(np.array_split(np.arange(len(values)), used))])  # fmt: skip
+        ids[np.argsort(values, kind="stable")] = np.concatenate(
+            [np.full(len(g), b) for b, g in enumerate(np.array_split(np.arange(len(values)), used))]
+        )
     sums = [np.bincount(ids, weights=w, minlength=used) for w in (None, values, hits.astype(np.float64))]
     return sums[0], sums[1], sums[2]
 

@@ -47,8 +47,12 @@ def write_run(root: Path, label: str, epochs: list[tuple[np.ndarray, np.ndarray]
     recorded = {"label_names": label_names, "parameters": {"total": 10, "trainable": 4}, "environment": {}}
     writer = RunWriter.create(root, config, recorded)
     for epoch, (probs, labels) in enumerate(epochs, start=1):
-        record = {"epoch": epoch, "micro_f1": 0.1 * epoch, "accuracy": calibration.accuracy(probs, labels),
-                  "ece": calibration.ece(probs, labels)}  # fmt: skip
+        record = {
+            "epoch": epoch,
+            "micro_f1": 0.1 * epoch,
+            "accuracy": calibration.accuracy(probs, labels),
+            "ece": calibration.ece(probs, labels),
+        }
         writer.write_epoch(record, probs.astype(np.float32), labels)
         writer.write_params({"head.weight": torch.zeros(len(label_names), 2)}, epoch)
     writer.write_predictions("test", test[0].astype(np.float32), test[1])

@@ -33,16 +33,19 @@ def pilot(rng, seed_sd, docs_sd, inter_sd, n_seeds, n_documents, rows, differenc
     per_document = difference + a[:, None] + b[None, :] + c  # (S, N)
     draws = np.stack([per_document[:, row].mean(axis=1) for row in rows], axis=1)  # (S, R)
     seeds = tuple(range(n_seeds))
-    return (SeedDraws(seeds, per_document.mean(axis=1), draws),
-            SeedDraws(seeds, np.zeros(n_seeds), np.zeros_like(draws)))  # fmt: skip
+    return (
+        SeedDraws(seeds, per_document.mean(axis=1), draws),
+        SeedDraws(seeds, np.zeros(n_seeds), np.zeros_like(draws)),
+    )
 
 
 def test_the_components_average_to_their_known_values_over_simulated_pilots():
     rng = np.random.default_rng(0)
     n_documents, rows = 200, resample_indices(200, 300, seed=0)
     # per document: docs sd 0.06 and interaction sd 0.08 -> on 200 documents 1.8e-5 and 3.2e-5; seeds 1e-4
-    found = [power.variance_components(*pilot(rng, 0.01, 0.06, 0.08, 4, n_documents, rows), n_documents)
-             for _ in range(300)]  # fmt: skip
+    found = [
+        power.variance_components(*pilot(rng, 0.01, 0.06, 0.08, 4, n_documents, rows), n_documents) for _ in range(300)
+    ]
     means = {name: np.mean([getattr(f, name) for f in found]) for name in ("seed", "docs", "inter")}
     assert means["inter"] == pytest.approx(0.08**2 / 200, rel=0.05)
     assert means["docs"] == pytest.approx(0.06**2 / 200, rel=0.15)  # one test set per pilot: a noisy part
@@ -63,9 +66,13 @@ def test_unpaired_seeds_add_both_methods_seed_variances():
 
 @pytest.mark.parametrize(
     "parts, alpha, design",
-    [(SEEDS_VARY, 0.05, "seeds"), (SEEDS_VARY, 0.05, "5x"), (DOCUMENTS_VARY, 0.05 / 15, "documents"),
-     (BOTH_VARY, 0.05 / 15, "5x")],
-)  # fmt: skip
+    [
+        (SEEDS_VARY, 0.05, "seeds"),
+        (SEEDS_VARY, 0.05, "5x"),
+        (DOCUMENTS_VARY, 0.05 / 15, "documents"),
+        (BOTH_VARY, 0.05 / 15, "5x"),
+    ],
+)
 def test_the_recommended_design_reaches_the_target_power_in_the_real_test(parts, alpha, design):
     plan = power.recommend(parts, 0.01, alpha)
     seeds, documents = {
@@ -115,22 +122,52 @@ def test_no_difference_has_nothing_to_plan_and_bad_settings_say_so():
 
 
 def test_the_sentence_reads_the_plan():
-    row = pd.Series({"a": "prefix-propagation", "b": "prefix-tuning", "metric": "smooth_ece", "difference": -0.0097,
-                     "seeds_now": 3, "documents_now": 213, "power_now": 0.21, "seeds_needed": 14,
-                     "documents_needed": 2_345, "seeds_at_2x": 9, "seeds_at_5x": 5, "seeds_at_10x": 4})  # fmt: skip
+    row = pd.Series(
+        {
+            "a": "prefix-propagation",
+            "b": "prefix-tuning",
+            "metric": "smooth_ece",
+            "difference": -0.0097,
+            "seeds_now": 3,
+            "documents_now": 213,
+            "power_now": 0.21,
+            "seeds_needed": 14,
+            "documents_needed": 2_345,
+            "seeds_at_2x": 9,
+            "seeds_at_5x": 5,
+            "seeds_at_10x": 4,
+        }
+    )
     sentence = power_analysis.power_sentence(row)
     assert sentence == (
         "To tell prefix-propagation from prefix-tuning on Smooth ECE at the difference seen here (-0.0097; power now "
         "21% at 3 seeds): about 14 seeds on these 213 documents, or about 2,400 documents at 3 seeds."
     )
     neither = power_analysis.power_sentence(row.copy().replace({14: pd.NA, 2_345: pd.NA}))
-    assert "no number of seeds on these 213 documents, or no number of documents at 3 seeds; both together: " \
-           "about 9 seeds on 426 documents" in neither  # fmt: skip
+    assert (
+        "no number of seeds on these 213 documents, or no number of documents at 3 seeds; both together: "
+        "about 9 seeds on 426 documents" in neither
+    )
 
 
 def test_report_power_plans_every_pair_of_a_store_of_seed_groups(seeds_store, tmp_path, capsys):
-    assert main(["report", "--power", "--metric", "accuracy", "--metric", "ece", "--runs-dir", str(seeds_store),
-                 "--csv", str(tmp_path / "r")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "report",
+                "--power",
+                "--metric",
+                "accuracy",
+                "--metric",
+                "ece",
+                "--runs-dir",
+                str(seeds_store),
+                "--csv",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     table = pd.read_csv(tmp_path / "r-power.csv")
     assert len(table) == 15 * 2  # six groups of two seeds: 15 pairs, two metrics

@@ -85,8 +85,10 @@ def coverage(n_seeds: int, seed: int) -> dict[str, tuple[float, bool]]:
 @pytest.fixture(scope="module")
 def coverages():
     found = {n_seeds: coverage(n_seeds, seed=n_seeds) for n_seeds in (3, 5)}
-    print(f"\ncoverage of the true mean ECE {true_mean_ece():.4f} over {N_DRAWS} simulated comparisons "
-          f"(N = {N_EXAMPLES} shared test examples, {N_RESAMPLES} resamples, nominal 95%):")  # fmt: skip
+    print(
+        f"\ncoverage of the true mean ECE {true_mean_ece():.4f} over {N_DRAWS} simulated comparisons "
+        f"(N = {N_EXAMPLES} shared test examples, {N_RESAMPLES} resamples, nominal 95%):"
+    )
     for n_seeds, by_name in found.items():
         print(f"  {n_seeds} seeds: " + "; ".join(f"{name} {share:.1%}" for name, (share, _) in by_name.items()))
     return found

@@ -39,8 +39,12 @@ def rounded_set(n=200, seed=2):
     return probs, labels
 
 
-SETS = {"no ties": random_set(n=213, n_classes=5), "edge": edge_set(), "one-hot": one_hot_set(),
-        "rounded": rounded_set()}  # fmt: skip
+SETS = {
+    "no ties": random_set(n=213, n_classes=5),
+    "edge": edge_set(),
+    "one-hot": one_hot_set(),
+    "rounded": rounded_set(),
+}
 
 
 def expected_by_permutations(confidence, errors) -> np.ndarray:
@@ -112,8 +116,9 @@ def test_a_worked_example():
     probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.7, 0.3], [0.6, 0.4]])
     labels = np.array([0, 1, 1, 0, 1])
     got = est.point_estimates(probs, labels, metrics=list(NAMES))
-    assert got == pytest.approx({"aurc": 37 / 150, "augrc": 0.18, "accuracy_at_80": 0.75, "accuracy_at_90": 0.6},
-                                abs=TIGHT, rel=0)  # fmt: skip
+    assert got == pytest.approx(
+        {"aurc": 37 / 150, "augrc": 0.18, "accuracy_at_80": 0.75, "accuracy_at_90": 0.6}, abs=TIGHT, rel=0
+    )
 
 
 @pytest.mark.parametrize("n, m", [(10, 3), (213, 40), (50, 50)])
@@ -156,8 +161,10 @@ def test_ties_are_not_broken_by_the_storage_order():
     assert abs((ranked.sum() + sum(10 / k for k in range(41, 61))) / 60 - closed) > 0.05
 
 
-@pytest.mark.parametrize("coverage, n, k", [(0.8, 200, 160), (0.8, 213, 171), (0.07, 100, 7), (0.56, 200, 112),
-                                            (0.9, 213, 192), (0.01, 50, 1), (1.0, 7, 7)])  # fmt: skip
+@pytest.mark.parametrize(
+    "coverage, n, k",
+    [(0.8, 200, 160), (0.8, 213, 171), (0.07, 100, 7), (0.56, 200, 112), (0.9, 213, 192), (0.01, 50, 1), (1.0, 7, 7)],
+)
 def test_coverage_counts_guard_against_float_error(coverage, n, k):
     assert 0.07 * 100 > 7 and 0.56 * 200 > 112  # the float error the guard is for: ceil would answer 8, 113
     assert int(selective.answered(coverage, n)) == k == ref.answered(coverage, n)
@@ -227,14 +234,16 @@ def test_a_groups_band_is_the_two_level_interval_at_every_point(seeds_store):
     coverages = selective.coverage_grid()
     per_run = [analysis.run_risks(run, "test", coverages, 30, 0) for run in group.runs]
     for g in (0, 49, 79, 99):
-        unit = stats.SeedDraws(tuple(group.seeds), np.array([v[g] for v, _ in per_run]),
-                               np.stack([d[:, g] for _, d in per_run]))  # fmt: skip
+        unit = stats.SeedDraws(
+            tuple(group.seeds), np.array([v[g] for v, _ in per_run]), np.stack([d[:, g] for _, d in per_run])
+        )
         want = stats.two_level_interval(unit, stats.LEVEL, 0)
         got = table.iloc[g][["risk", "low", "high"]].to_numpy(dtype=float)
         assert np.allclose(got, want, rtol=0, atol=TIGHT), g
     assert set(table["n"]) == {2} and (table["low"] <= table["risk"]).all() and (table["risk"] <= table["high"]).all()
-    error_rates = [np.mean(probs.argmax(axis=1) != labels) for probs, labels in (run.predictions("test")
-                                                                                    for run in group.runs)]  # fmt: skip
+    error_rates = [
+        np.mean(probs.argmax(axis=1) != labels) for probs, labels in (run.predictions("test") for run in group.runs)
+    ]
     assert table["risk"].iloc[-1] == pytest.approx(np.mean(error_rates), abs=TIGHT)  # coverage 1: the error rate
 
 

@@ -173,8 +173,9 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize(("confidence", "correct", "indices", "message"), [b[1:] for b in BAD_INPUTS],
-                         ids=[b[0] for b in BAD_INPUTS])  # fmt: skip
+@pytest.mark.parametrize(
+    ("confidence", "correct", "indices", "message"), [b[1:] for b in BAD_INPUTS], ids=[b[0] for b in BAD_INPUTS]
+)
 def test_bad_inputs_raise_a_config_error_that_names_the_problem(confidence, correct, indices, message):
     with pytest.raises(ConfigError, match=message):
         resampled_smooth_ece(confidence, correct, indices)

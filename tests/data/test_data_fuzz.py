@@ -52,14 +52,42 @@ TRICKY_TEXTS = ["a\x00b", "line\u2028sep", "x\x85y", "\ufeffbom", "cr\rlf\n", '"
 VALID_TEXT = st.one_of(st.text(min_size=1, max_size=30), st.sampled_from(TRICKY_TEXTS)).filter(str.strip)
 HOSTILE_VALUE = st.one_of(
     st.sampled_from(
-        [None, True, False, 0, 1, 1.0, 1.5, -0.0, 1e400, float("nan"), float("inf"), -float("inf"), 10**30, "", "  ",
-         "nan", "NaN", "inf", "1.0", "1", "train", "holdout", "\ud800", "\n", [], {}, ["text"], {"text": "a"}]
+        [
+            None,
+            True,
+            False,
+            0,
+            1,
+            1.0,
+            1.5,
+            -0.0,
+            1e400,
+            float("nan"),
+            float("inf"),
+            -float("inf"),
+            10**30,
+            "",
+            "  ",
+            "nan",
+            "NaN",
+            "inf",
+            "1.0",
+            "1",
+            "train",
+            "holdout",
+            "\ud800",
+            "\n",
+            [],
+            {},
+            ["text"],
+            {"text": "a"},
+        ]
     ),
     st.integers(),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12),
     st.lists(st.integers(), max_size=2),
-)  # fmt: skip
+)
 KEY = st.sampled_from(["text", "label", "split", "Text", "other", ""])
 VALID_LABEL = st.sampled_from([label for spellings in JSONL_CLASSES.values() for label in spellings])
 HOSTILE_RECORD = st.one_of(
@@ -73,18 +101,41 @@ HOSTILE_JSONL_LINE = st.one_of(
     HOSTILE_VALUE.map(json.dumps),
     st.text(max_size=30),
     st.sampled_from(
-        ['{"text": "a", "label": NaN}', '{"text": "a", "label": Infinity}', '{"text": "a", "label": 1e400}',
-         "[" * 5000, '{"text": "a", "label": ' + "9" * 5000 + "}", '{"text": "a"', "\ufeff{}", "null"]
+        [
+            '{"text": "a", "label": NaN}',
+            '{"text": "a", "label": Infinity}',
+            '{"text": "a", "label": 1e400}',
+            "[" * 5000,
+            '{"text": "a", "label": ' + "9" * 5000 + "}",
+            '{"text": "a"',
+            "\ufeff{}",
+            "null",
+        ]
     ),
-)  # fmt: skip
+)
 HOSTILE_CSV_LINE = st.one_of(
     st.lists(st.text(max_size=10), max_size=4).map(lambda cells: csv_lines([cells], "\n")),
     st.text(max_size=30),
     st.sampled_from(
-        ["a,nan", "a,NaN", "a,inf", "a,-Infinity", "a,1e999", '"unclosed,1', 'a"b,1', "a,b,c,d", "\x00,1", ",1", "a,",
-         "a," + "9" * 5000, "a,1,holdout", "a,1,", " , "]
+        [
+            "a,nan",
+            "a,NaN",
+            "a,inf",
+            "a,-Infinity",
+            "a,1e999",
+            '"unclosed,1',
+            'a"b,1',
+            "a,b,c,d",
+            "\x00,1",
+            ",1",
+            "a,",
+            "a," + "9" * 5000,
+            "a,1,holdout",
+            "a,1,",
+            " , ",
+        ]
     ),
-)  # fmt: skip
+)
 VALID_HEADERS = [
     ["text", "label"],
     ["label", "text"],

@@ -121,8 +121,14 @@ def test_the_token_ratios_are_what_bbc_news_and_minilm_give():
     assert tokens / sum(len(t) for t in texts) == pytest.approx(paper_stats.TOKENS_PER_CHARACTER, abs=5e-5)
 
 
-@pytest.mark.parametrize(("name", "ratio"), [("hyperpartisan", 1.0), ("20newsgroups", paper_stats.TOKENS_PER_WORD),
-                                             ("arxiv", paper_stats.TOKENS_PER_CHARACTER)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "ratio"),
+    [
+        ("hyperpartisan", 1.0),
+        ("20newsgroups", paper_stats.TOKENS_PER_WORD),
+        ("arxiv", paper_stats.TOKENS_PER_CHARACTER),
+    ],
+)
 def test_token_quantiles_convert_the_published_unit(name, ratio):
     stats = paper_stats.dataset_stats(name)
     for q, length in stats.length_quantiles.items():

@@ -32,8 +32,15 @@ LABELS = ["business", "entertainment", "politics", "sports", "tech"]
 def run_script(name: str, runs: Path, *more: str) -> str:
     """Run examples/<name> as a user would, from the repository root; returns its standard output."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PEFTVIZ_RUNS": str(runs.parent / "elsewhere")}
-    done = subprocess.run([sys.executable, f"examples/{name}", *SMALL, "--runs-dir", str(runs), *more], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, f"examples/{name}", *SMALL, "--runs-dir", str(runs), *more],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 

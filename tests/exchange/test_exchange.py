@@ -103,8 +103,9 @@ PEFT_CONFIGS = {  # adapters trained by peft itself, by the peftviz method that 
     "rslora": lambda: LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=QV, use_rslora=True),
     "pissa": lambda: LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=QV, init_lora_weights="pissa"),
     "olora": lambda: LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=QV, init_lora_weights="olora"),
-    "adalora": lambda: AdaLoraConfig(task_type="SEQ_CLS", init_r=4, target_r=2, tinit=0, tfinal=0, deltaT=1,
-                                     total_step=3, target_modules=QV),
+    "adalora": lambda: AdaLoraConfig(
+        task_type="SEQ_CLS", init_r=4, target_r=2, tinit=0, tfinal=0, deltaT=1, total_step=3, target_modules=QV
+    ),
     "vera": lambda: VeraConfig(task_type="SEQ_CLS", r=4, target_modules=QV),
     "loha": lambda: LoHaConfig(task_type="SEQ_CLS", r=4, alpha=4, target_modules=QV),
     "lokr": lambda: LoKrConfig(task_type="SEQ_CLS", r=4, alpha=4, target_modules=QV),
@@ -112,14 +113,16 @@ PEFT_CONFIGS = {  # adapters trained by peft itself, by the peftviz method that 
     "boft": lambda: BOFTConfig(task_type="SEQ_CLS", boft_block_size=4, target_modules=QV),
     "hra": lambda: HRAConfig(task_type="SEQ_CLS", r=4, target_modules=QV),
     "fourierft": lambda: FourierFTConfig(task_type="SEQ_CLS", n_frequency=16, target_modules=QV),
-    "vblora": lambda: VBLoRAConfig(task_type="SEQ_CLS", r=4, num_vectors=16, vector_length=8, topk=2,
-                                   target_modules=QV),
+    "vblora": lambda: VBLoRAConfig(
+        task_type="SEQ_CLS", r=4, num_vectors=16, vector_length=8, topk=2, target_modules=QV
+    ),
     "ln-tuning": lambda: LNTuningConfig(task_type="SEQ_CLS", target_modules=["LayerNorm"]),
     # a P-tuning adapter holds the prompt its MLP made: read as prompt tuning of that prompt
-    "prompt-tuning (p-tuning)": lambda: PromptEncoderConfig(task_type="SEQ_CLS", num_virtual_tokens=3,
-                                                            encoder_hidden_size=16),
+    "prompt-tuning (p-tuning)": lambda: PromptEncoderConfig(
+        task_type="SEQ_CLS", num_virtual_tokens=3, encoder_hidden_size=16
+    ),
     "peft:RANDLORA": lambda: RandLoraConfig(task_type="SEQ_CLS", r=4, target_modules=QV),  # no named method
-}  # fmt: skip
+}
 NO_HOLDER = (
     "no peftviz method holds this LORA adapter: the adapter sets {}, which peftviz's peft:LORA has no option for"
 )
@@ -155,9 +158,15 @@ def base_folder(folder, family: str, hidden: int = 32):
     if family == "longformer":  # its attention window and positions as peftviz's tiny Longformer has them
         encoder = tiny_encoder("longformer", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
     else:
-        config = CONFIGS[family](vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=2,
-                                 num_attention_heads=4, intermediate_size=2 * hidden,
-                                 pad_token_id=tokenizer.pad_token_id, max_position_embeddings=64)  # fmt: skip
+        config = CONFIGS[family](
+            vocab_size=len(tokenizer),
+            hidden_size=hidden,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=2 * hidden,
+            pad_token_id=tokenizer.pad_token_id,
+            max_position_embeddings=64,
+        )
         encoder = AutoModel.from_config(config)
     encoder.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -178,8 +187,9 @@ def base_of(tmp_path_factory):
 
 
 def smoke_run(store, method: str, model: str, **options):
-    config = preset_config("smoke", method, model=model, limit=LIMIT, max_length=MAX_LENGTH, epochs=1,
-                           method_options=options)  # fmt: skip
+    config = preset_config(
+        "smoke", method, model=model, limit=LIMIT, max_length=MAX_LENGTH, epochs=1, method_options=options
+    )
     return train(config, store)
 
 
@@ -193,11 +203,16 @@ def split_loader(run_or_config, tokenizer):
 
 def logits_of(model, loader, peft: bool) -> torch.Tensor:
     with torch.no_grad():
-        return torch.cat([
-            (model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]) if peft
-             else model(b["input_ids"], b["attention_mask"])).logits
-            for b in loader
-        ])  # fmt: skip
+        return torch.cat(
+            [
+                (
+                    model(input_ids=b["input_ids"], attention_mask=b["attention_mask"])
+                    if peft
+                    else model(b["input_ids"], b["attention_mask"])
+                ).logits
+                for b in loader
+            ]
+        )
 
 
 def n_runs(store) -> int:
@@ -227,8 +242,9 @@ def untrained(run) -> dict[str, torch.Tensor]:
     config = run.config
     seed_everything(config.seed)
     encoder, _ = load_encoder(config.model)
-    model = build_classifier(encoder, config.method, len(run.label_names), config.setting_options, config.pooling,
-                             config.head_dropout)  # fmt: skip
+    model = build_classifier(
+        encoder, config.method, len(run.label_names), config.setting_options, config.pooling, config.head_dropout
+    )
     return model.trainable_state_dict()
 
 
@@ -323,8 +339,9 @@ def tiny_lora_export(tmp_path_factory):
 def test_an_export_s_files_take_the_umask_s_mode_not_0600(tiny_lora_export):
     _, exported, _ = tiny_lora_export
     modes = {p.name: oct(p.stat().st_mode & 0o777) for p in exported.iterdir()}
-    assert modes == dict.fromkeys(["README.md", "adapter_config.json", "adapter_model.safetensors", "peftviz.json"],
-                                  oct(0o664))  # fmt: skip
+    assert modes == dict.fromkeys(
+        ["README.md", "adapter_config.json", "adapter_model.safetensors", "peftviz.json"], oct(0o664)
+    )
 
 
 def test_an_export_warns_nothing(tiny_lora_export):
@@ -380,8 +397,9 @@ def few_steps(model, tokenizer, steps: int = 3) -> None:
     """A few optimiser steps on BBC documents, so that every trained tensor has moved from its start; an
     AdaLoRA model allocates its ranks after each step, as peft's documentation has its users do."""
     data = load_data("bbc-news", limit=LIMIT)
-    batch = tokenizer(data.splits["train"]["text"][:8], truncation=True, max_length=MAX_LENGTH, padding=True,
-                      return_tensors="pt")  # fmt: skip
+    batch = tokenizer(
+        data.splits["train"]["text"][:8], truncation=True, max_length=MAX_LENGTH, padding=True, return_tensors="pt"
+    )
     labels = torch.tensor(data.splits["train"]["label"][:8])
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-2)
     model.train()
@@ -507,33 +525,72 @@ def changed_copy(adapter, tmp_path, config_changes=None, drop=(), add=None):
 
 
 BAD_SOURCES = {  # id -> (how to make the source from the adapter and tmp_path, extra arguments, the error)
-    "no-model": (lambda adapter, tmp: (tmp.mkdir(parents=True), tmp)[1], {},
-                 r"holds no peft adapter \(adapter_config.json\), Hugging Face model \(config.json\) or peftviz export"),
-    "hub-offline": (lambda adapter, tmp: "someone/their-lora-adapter", {},
-                    "cannot download someone/their-lora-adapter from the Hugging Face hub: "),
-    "other-task": (lambda adapter, tmp: changed_copy(adapter, tmp, {"task_type": "CAUSAL_LM"}), {},
-                   "is a peft adapter for task CAUSAL_LM; peftviz imports sequence-classification adapters"),
-    "other-method": (lambda adapter, tmp: changed_copy(adapter, tmp, {"peft_type": "NOT_A_TUNER"}), {},
-                     (r"is a NOT_A_TUNER adapter, which neither a peftviz method \(.*LORA.*\) nor any tuner of "
-                      r"peft \(peft:<TYPE>\) holds")),
-    "a-feature-peftviz-lacks": (lambda adapter, tmp: changed_copy(adapter, tmp, {"layers_to_transform": [0]}), {},
-                                NO_HOLDER.format(r"layers_to_transform=\[0\]")),
-    "base-mismatch": (lambda adapter, tmp: adapter, {"base": "wider"},
-                      r"does not fit base .*: .*lora_A.weight is \(4, 32\) in the adapter, \(4, 64\) on"),
-    "base-without-pooler": (lambda adapter, tmp: adapter, {"model": "tiny-bert"},
-                            "leaves BERT's pooler, which its classifier reads, to the base, and tiny-bert has no pooler"),
-    "label-mismatch": (lambda adapter, tmp: adapter, {"dataset": "labels"},
-                       "labels do not match: .* has business, entertainment, politics, sports, tech; .* has cold, hot"),
-    "unnamed-class-count": (lambda adapter, tmp: three_class_adapter(tmp), {},
-                            "labels do not match: .* has 3 unnamed classes, bbc-news has 5"),
-    "damaged-adapter": (lambda adapter, tmp: changed_copy(adapter, tmp, add={"adapter_model.safetensors": b"\xff" * 99}),
-                        {}, "cannot read adapter_model.safetensors: .*no valid safetensors header"),
-    "pickled-adapter": (lambda adapter, tmp: changed_copy(adapter, tmp, drop=["adapter_model.safetensors"],
-                                                          add={"adapter_model.bin": b"pickle"}), {},
-                        r"has only pickled adapter weights \(adapter_model.bin\), which peftviz does not load"),
-    "pickled-model": (lambda adapter, tmp: pickled_classifier(tmp), {},
-                      r"has no safetensors weights, only pickled PyTorch ones \(pytorch_model.bin\)"),
-}  # fmt: skip
+    "no-model": (
+        lambda adapter, tmp: (tmp.mkdir(parents=True), tmp)[1],
+        {},
+        r"holds no peft adapter \(adapter_config.json\), Hugging Face model \(config.json\) or peftviz export",
+    ),
+    "hub-offline": (
+        lambda adapter, tmp: "someone/their-lora-adapter",
+        {},
+        "cannot download someone/their-lora-adapter from the Hugging Face hub: ",
+    ),
+    "other-task": (
+        lambda adapter, tmp: changed_copy(adapter, tmp, {"task_type": "CAUSAL_LM"}),
+        {},
+        "is a peft adapter for task CAUSAL_LM; peftviz imports sequence-classification adapters",
+    ),
+    "other-method": (
+        lambda adapter, tmp: changed_copy(adapter, tmp, {"peft_type": "NOT_A_TUNER"}),
+        {},
+        (
+            r"is a NOT_A_TUNER adapter, which neither a peftviz method \(.*LORA.*\) nor any tuner of "
+            r"peft \(peft:<TYPE>\) holds"
+        ),
+    ),
+    "a-feature-peftviz-lacks": (
+        lambda adapter, tmp: changed_copy(adapter, tmp, {"layers_to_transform": [0]}),
+        {},
+        NO_HOLDER.format(r"layers_to_transform=\[0\]"),
+    ),
+    "base-mismatch": (
+        lambda adapter, tmp: adapter,
+        {"base": "wider"},
+        r"does not fit base .*: .*lora_A.weight is \(4, 32\) in the adapter, \(4, 64\) on",
+    ),
+    "base-without-pooler": (
+        lambda adapter, tmp: adapter,
+        {"model": "tiny-bert"},
+        "leaves BERT's pooler, which its classifier reads, to the base, and tiny-bert has no pooler",
+    ),
+    "label-mismatch": (
+        lambda adapter, tmp: adapter,
+        {"dataset": "labels"},
+        "labels do not match: .* has business, entertainment, politics, sports, tech; .* has cold, hot",
+    ),
+    "unnamed-class-count": (
+        lambda adapter, tmp: three_class_adapter(tmp),
+        {},
+        "labels do not match: .* has 3 unnamed classes, bbc-news has 5",
+    ),
+    "damaged-adapter": (
+        lambda adapter, tmp: changed_copy(adapter, tmp, add={"adapter_model.safetensors": b"\xff" * 99}),
+        {},
+        "cannot read adapter_model.safetensors: .*no valid safetensors header",
+    ),
+    "pickled-adapter": (
+        lambda adapter, tmp: changed_copy(
+            adapter, tmp, drop=["adapter_model.safetensors"], add={"adapter_model.bin": b"pickle"}
+        ),
+        {},
+        r"has only pickled adapter weights \(adapter_model.bin\), which peftviz does not load",
+    ),
+    "pickled-model": (
+        lambda adapter, tmp: pickled_classifier(tmp),
+        {},
+        r"has no safetensors weights, only pickled PyTorch ones \(pytorch_model.bin\)",
+    ),
+}
 
 
 def saved_config(config, folder: Path) -> dict:
@@ -555,17 +612,31 @@ DISPATCH_CASES = {  # id -> (peft config, the method peftviz.json names or None,
     "other-targets": (LoraConfig(**{**LORA, "target_modules": ["key"]}), None, "peft:LORA"),
     "exported-lora-plus": (LoraConfig(**LORA), "lora-plus", "lora-plus"),  # an adapter cannot tell, its export can
     "exported-peft-lora": (LoraConfig(**LORA), "peft:LORA", "peft:LORA"),  # not lora, which holds it too
-    "adalora-with-ranks": (AdaLoraConfig(task_type="SEQ_CLS", init_r=4, total_step=3, target_modules=QV,
-                                         rank_pattern={"bert.encoder.layer.0.attention.self.query.lora_E": [True] * 4}),
-                           None, "adalora"),
+    "adalora-with-ranks": (
+        AdaLoraConfig(
+            task_type="SEQ_CLS",
+            init_r=4,
+            total_step=3,
+            target_modules=QV,
+            rank_pattern={"bert.encoder.layer.0.attention.self.query.lora_E": [True] * 4},
+        ),
+        None,
+        "adalora",
+    ),
     "p-tuning": (PromptEncoderConfig(task_type="SEQ_CLS", num_virtual_tokens=3), None, "prompt-tuning"),
     "exported-p-tuning": (PromptEncoderConfig(task_type="SEQ_CLS", num_virtual_tokens=3), "p-tuning", "prompt-tuning"),
     "randlora": (RandLoraConfig(**LORA), None, "peft:RANDLORA"),  # no named method: peft's tuner
-    "per-layer-ranks": (LoraConfig(**LORA, rank_pattern={"query": 8}), None,
-                        NO_HOLDER.format("rank_pattern={'query': 8}")),
-    "randomised-pissa": (LoraConfig(**LORA, init_lora_weights="pissa_niter_4"), None,
-                         NO_HOLDER.format("init_lora_weights='pissa_niter_4'")),
-}  # fmt: skip
+    "per-layer-ranks": (
+        LoraConfig(**LORA, rank_pattern={"query": 8}),
+        None,
+        NO_HOLDER.format("rank_pattern={'query': 8}"),
+    ),
+    "randomised-pissa": (
+        LoraConfig(**LORA, init_lora_weights="pissa_niter_4"),
+        None,
+        NO_HOLDER.format("init_lora_weights='pissa_niter_4'"),
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(DISPATCH_CASES))
@@ -629,8 +700,13 @@ def test_an_adapter_that_names_no_classes_is_matched_by_position(lora_adapter, t
 def pickled_classifier(tmp_path):
     folder = tmp_path / "pickled"
     folder.mkdir(parents=True)
-    config = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
-                        architectures=["BertForSequenceClassification"])  # fmt: skip
+    config = BertConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=64,
+        architectures=["BertForSequenceClassification"],
+    )
     config.save_pretrained(folder)
     AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(folder)
     (folder / "pytorch_model.bin").write_bytes(b"never unpickled")

@@ -39,32 +39,121 @@ from tests.support.helpers import FUZZ
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SETTINGS = {"limit": 40, "max_length": 24}  # an accepted adapter is evaluated on 40 documents of 24 tokens
-ADAPTERS = ["lora", "dora", "adalora", "vera", "loha", "lokr", "oft", "boft", "hra", "fourierft", "vblora",
-            "ln-tuning", "ia3", "prefix-tuning", "prompt-tuning", "prompt-tuning (p-tuning)", "peft:RANDLORA"]  # fmt: skip
+ADAPTERS = [
+    "lora",
+    "dora",
+    "adalora",
+    "vera",
+    "loha",
+    "lokr",
+    "oft",
+    "boft",
+    "hra",
+    "fourierft",
+    "vblora",
+    "ln-tuning",
+    "ia3",
+    "prefix-tuning",
+    "prompt-tuning",
+    "prompt-tuning (p-tuning)",
+    "peft:RANDLORA",
+]
 CONFIG = "adapter_config.json"
 
 # fields by kind, and values that no field of that kind takes (None is not among them: peft writes null for "unset")
 KIND_OF = {
-    **dict.fromkeys(("r", "lora_alpha", "alpha", "num_virtual_tokens", "token_dim", "num_layers", "num_attention_heads",
-                     "init_r", "target_r", "total_step", "n_frequency", "num_vectors", "vector_length", "topk",
-                     "oft_block_size", "boft_block_size", "randlora_alpha"), "size"),
-    **dict.fromkeys(("use_dora", "use_rslora", "fan_in_fan_out", "inference_mode", "lora_bias", "save_projection",
-                     "prefix_projection", "init_ia3_weights"), "flag"),
-    **dict.fromkeys(("lora_dropout", "vera_dropout", "module_dropout", "rank_dropout", "boft_dropout", "vblora_dropout",
-                     "randlora_dropout", "encoder_dropout", "scaling", "d_initial"), "fraction"),
+    **dict.fromkeys(
+        (
+            "r",
+            "lora_alpha",
+            "alpha",
+            "num_virtual_tokens",
+            "token_dim",
+            "num_layers",
+            "num_attention_heads",
+            "init_r",
+            "target_r",
+            "total_step",
+            "n_frequency",
+            "num_vectors",
+            "vector_length",
+            "topk",
+            "oft_block_size",
+            "boft_block_size",
+            "randlora_alpha",
+        ),
+        "size",
+    ),
+    **dict.fromkeys(
+        (
+            "use_dora",
+            "use_rslora",
+            "fan_in_fan_out",
+            "inference_mode",
+            "lora_bias",
+            "save_projection",
+            "prefix_projection",
+            "init_ia3_weights",
+        ),
+        "flag",
+    ),
+    **dict.fromkeys(
+        (
+            "lora_dropout",
+            "vera_dropout",
+            "module_dropout",
+            "rank_dropout",
+            "boft_dropout",
+            "vblora_dropout",
+            "randlora_dropout",
+            "encoder_dropout",
+            "scaling",
+            "d_initial",
+        ),
+        "fraction",
+    ),
     **dict.fromkeys(("target_modules", "modules_to_save", "feedforward_modules"), "names"),
     "base_model_name_or_path": "text",
-}  # fmt: skip
+}
 NESTED = {"a": [{"b": [{"c": [1]}]}]}
 UNFIT = {
-    "size": ["4", "", 4.0, 4.5, True, False, -1, -(10**12), 10**12, 2**64, 10**400 // 10**360, math.nan, math.inf,
-             [4], {"r": 4}, NESTED],
+    "size": [
+        "4",
+        "",
+        4.0,
+        4.5,
+        True,
+        False,
+        -1,
+        -(10**12),
+        10**12,
+        2**64,
+        10**400 // 10**360,
+        math.nan,
+        math.inf,
+        [4],
+        {"r": 4},
+        NESTED,
+    ],
     "flag": [0, 1, "true", "", 0.0, math.nan, [], {}, [True], NESTED],
     "fraction": ["0.1", True, math.nan, math.inf, -math.inf, [0.1], {"p": 0.1}, NESTED],
-    "names": [5, True, 0.5, [1], [["query"]], [""], ["query value"], ["../x"], ["query", None], [{"a": 1}],
-              {"query": 1}, ["query"] * (MAX_ITEMS + 1), NESTED],
+    "names": [
+        5,
+        True,
+        0.5,
+        [1],
+        [["query"]],
+        [""],
+        ["query value"],
+        ["../x"],
+        ["query", None],
+        [{"a": 1}],
+        {"query": 1},
+        ["query"] * (MAX_ITEMS + 1),
+        NESTED,
+    ],
     "text": [5, True, 0.5, [], {}, ["base"], "x" * 5000, NESTED],
-}  # fmt: skip
+}
 ANY_JSON = st.recursive(
     st.none()
     | st.booleans()
@@ -158,8 +247,11 @@ def assert_holds_the_adapter(run, config: dict, store: Path, before: dict) -> No
     try:
         assert run.status == "complete"
         method = METHODS[run.config.method]
-        of_its_type = [getattr(cls, "imports_as", None) or name for name, cls in METHODS.items()
-                       if cls.peft_type == config["peft_type"]]  # fmt: skip
+        of_its_type = [
+            getattr(cls, "imports_as", None) or name
+            for name, cls in METHODS.items()
+            if cls.peft_type == config["peft_type"]
+        ]
         assert run.config.method in {*of_its_type, f"peft:{config['peft_type']}"}
         options = run.config.method_options
         for field, value in config.items():
@@ -249,10 +341,16 @@ def test_a_json_value_that_is_no_object_is_named_with_its_article(adapters, stor
     "method, changes, message",
     [
         ("adalora", {"total_step": 0}, "total_step must be >= 1, not 0"),
-        ("adalora", {"rank_pattern": {"bert.encoder.layer.0.attention.self.query.lora_E": [True] * 3}},
-         "must be a list of init_r = 4 true or false, not [True, True, True]"),
-        ("adalora", {"rank_pattern": {"bert.encoder.layer.0.attention.self.nothing.lora_E": [True] * 4}},
-         "rank_pattern names 'bert.encoder.layer.0.attention.self...., which is no AdaLoRA map (<module>.lora_E)"),
+        (
+            "adalora",
+            {"rank_pattern": {"bert.encoder.layer.0.attention.self.query.lora_E": [True] * 3}},
+            "must be a list of init_r = 4 true or false, not [True, True, True]",
+        ),
+        (
+            "adalora",
+            {"rank_pattern": {"bert.encoder.layer.0.attention.self.nothing.lora_E": [True] * 4}},
+            "rank_pattern names 'bert.encoder.layer.0.attention.self...., which is no AdaLoRA map (<module>.lora_E)",
+        ),
         ("prefix-tuning", {"token_dim": 64}, "token_dim is 64, and base"),
         ("prefix-tuning", {"num_transformer_submodules": 2}, "num_transformer_submodules is 2, and base"),
         ("prefix-tuning", {"num_virtual_tokens": 2000}, "num_virtual_tokens must be in [1, 1024], not 2000"),
@@ -264,9 +362,10 @@ def test_a_json_value_that_is_no_object_is_named_with_its_article(adapters, stor
         ("vera", {"r": 0}, "r must be in [1, 1024], not 0"),
         ("boft", {"boft_block_size": 5}, "peft cannot build"),
     ],
-)  # fmt: skip
-def test_what_only_a_method_or_the_base_knows_is_refused_in_one_line(adapters, store, tmp_path, method, changes,
-                                                                   message):  # fmt: skip
+)
+def test_what_only_a_method_or_the_base_knows_is_refused_in_one_line(
+    adapters, store, tmp_path, method, changes, message
+):
     """Values of the right kind that the method's bounds, its peft form or the base refuse."""
     config = json.loads((adapters[method] / CONFIG).read_text())
     before = store_bytes(store)
@@ -304,8 +403,9 @@ def test_nulls_peft_fills_in_from_the_base_import(adapters, store):
     """peft's config saved as it stands (before get_peft_model) holds null where the base decides: imported as if
     they were the base's, though peft annotates some of them as plain ints (P-tuning's encoder_hidden_size)."""
     config = json.loads((adapters["prefix-tuning"] / CONFIG).read_text())
-    nulls = dict.fromkeys(("token_dim", "num_layers", "num_attention_heads", "num_transformer_submodules",
-                           "encoder_hidden_size"))  # fmt: skip
+    nulls = dict.fromkeys(
+        ("token_dim", "num_layers", "num_attention_heads", "num_transformer_submodules", "encoder_hidden_size")
+    )
     before = store_bytes(store)
     folder = tampered_copy(adapters["prefix-tuning"], store.parent / "nulls", json.dumps(config | nulls).encode())
     outcome, _ = import_tampered(folder, store)

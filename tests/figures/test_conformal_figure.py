@@ -15,10 +15,24 @@ def table() -> pd.DataFrame:
     for name, shift in (("lora", 0.0), ("prefix-tuning", 0.03)):
         for epoch in (1, 2, 3):
             coverage, size = 0.86 + shift + 0.01 * epoch, 2.4 - 0.3 * epoch + shift
-            rows.append({"run": name, "epoch": epoch, "score": "aps", "alpha": 0.1, "coverage": coverage,
-                         "coverage_low": coverage - 0.04, "coverage_high": min(coverage + 0.04, 1.0),
-                         "set_size": size, "set_size_low": size - 0.2, "set_size_high": size + 0.25,
-                         "n_calibration": 100, "n_evaluated": 100, "n_seeds": 2, "seeds": "0,1"})  # fmt: skip
+            rows.append(
+                {
+                    "run": name,
+                    "epoch": epoch,
+                    "score": "aps",
+                    "alpha": 0.1,
+                    "coverage": coverage,
+                    "coverage_low": coverage - 0.04,
+                    "coverage_high": min(coverage + 0.04, 1.0),
+                    "set_size": size,
+                    "set_size_low": size - 0.2,
+                    "set_size_high": size + 0.25,
+                    "n_calibration": 100,
+                    "n_evaluated": 100,
+                    "n_seeds": 2,
+                    "seeds": "0,1",
+                }
+            )
     return pd.DataFrame(rows, columns=EPOCH_COLUMNS)
 
 

@@ -200,8 +200,13 @@ def test_a_peft_tuner_type_gets_a_hue_no_registered_method_has_the_same_in_every
     assert {palette.method_index(name) for name in names} <= set(range(len(METHODS), len(palette.BASE)))
     code = "from peftviz.figures.palette import Series, color; import sys; print(color(Series(sys.argv[1])))"
     for seed in ("1", "2"):
-        other = subprocess.run([sys.executable, "-c", code, "peft:RANDLORA"], capture_output=True, text=True,
-                               env={**os.environ, "PYTHONHASHSEED": seed}, check=True)  # fmt: skip
+        other = subprocess.run(
+            [sys.executable, "-c", code, "peft:RANDLORA"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        )
         assert other.stdout.strip() == colours["peft:RANDLORA"]
 
 
@@ -232,12 +237,28 @@ def test_ece_over_epochs_draws_one_panel_per_unit_on_shared_axes():
 
 
 def test_kernel_and_tiny_attention_figures_use_the_methods_colour():
-    trained = [{"alpha": 0.01, "accuracy": 0.5, "ece": 0.1, "label": "k", "run": "k1", "group": "g",
-                "learned_alpha": None, "seed": 0}]  # fmt: skip
+    trained = [
+        {
+            "alpha": 0.01,
+            "accuracy": 0.5,
+            "ece": 0.1,
+            "label": "k",
+            "run": "k1",
+            "group": "g",
+            "learned_alpha": None,
+            "seed": 0,
+        }
+    ]
     fig = kernel.alpha_figure(None, trained, series={"k1": Series("kernel-prefix-propagation", 2, 0)})
     assert fig.data[0].marker.color == palette.color(Series("kernel-prefix-propagation"))
-    table = SimpleNamespace(kind="averaged", rows=[{"quantity": f"{split} {metric}", "before": 0.5, "after": 0.4}
-                                                   for split in ("validation", "test") for metric in ("accuracy", "ECE")])  # fmt: skip
+    table = SimpleNamespace(
+        kind="averaged",
+        rows=[
+            {"quantity": f"{split} {metric}", "before": 0.5, "after": 0.4}
+            for split in ("validation", "test")
+            for metric in ("accuracy", "ECE")
+        ],
+    )
     bars = tiny_heads.averaging_figure(table, Series("tiny-attention", 1), "tiny-attention 4H averaged")
     assert {t.marker.color for t in bars.data} == {palette.color(Series("tiny-attention", 1))}
     assert "tiny-attention 4H averaged" in bars.layout.title.text and bars.data[0].text[0] == "0.5000"
@@ -251,16 +272,22 @@ def test_alpha_ticks_are_full_numbers_at_one_two_five():
     assert ticks == [0.001, 0.002, 0.005, 0.01, 0.02, 0.05]
     assert [kernel.tick_text(t) for t in ticks] == ["0.001", "0.002", "0.005", "0.01", "0.02", "0.05"]
     assert kernel.log_ticks([1e-5, 1.0]) == [1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]  # many decades: decades only
-    fig = kernel.alpha_figure(None, [{"alpha": a, "accuracy": 0.5, "ece": 0.1, "label": "k", "run": "k", "group": "g",
-                                      "learned_alpha": None} for a in (1e-3, 1e-2, 4e-2)])  # fmt: skip
+    fig = kernel.alpha_figure(
+        None,
+        [
+            {"alpha": a, "accuracy": 0.5, "ece": 0.1, "label": "k", "run": "k", "group": "g", "learned_alpha": None}
+            for a in (1e-3, 1e-2, 4e-2)
+        ],
+    )
     assert list(fig.layout.xaxis.ticktext) == ["0.001", "0.002", "0.005", "0.01", "0.02", "0.05"]
     assert not fig.layout.annotations or all("λ" not in a.text for a in fig.layout.annotations)
 
 
 def test_lambda_per_head_colours_are_distinct_for_twelve_heads():
-    rows = [{"layer": 0, "head": h, "q05": 0.0, "q25": 0.01, "median": 0.02, "q75": 0.03, "q95": 0.05, "mean": 0.02}
-            for h in range(12)] + [{"layer": 0, "head": None, "q05": 0, "q25": 0.01, "median": 0.02, "q75": 0.03,
-                                    "q95": 0.05, "mean": 0.02}]  # fmt: skip
+    rows = [
+        {"layer": 0, "head": h, "q05": 0.0, "q25": 0.01, "median": 0.02, "q75": 0.03, "q95": 0.05, "mean": 0.02}
+        for h in range(12)
+    ] + [{"layer": 0, "head": None, "q05": 0, "q25": 0.01, "median": 0.02, "q75": 0.03, "q95": 0.05, "mean": 0.02}]
     fig = kernel.lambda_figure(rows, per_head=True, alpha=0.01, grid=(1e-3, 4e-2))
     boxes = [t for t in fig.data if t.type == "box"]
     assert len(boxes) == 12 and len({t.marker.color for t in boxes}) == 12
@@ -310,8 +337,10 @@ def test_the_smooth_diagram_draws_a_panel_per_run_and_no_curve_where_there_are_n
     no predictions, and six runs' bands on one plot hid one another."""
     from peftviz.calibration import estimators
 
-    curves = {name: estimators.smooth_reliability(*confident_run(seed=i), n_resamples=10, seed=i)
-              for i, name in enumerate(["prefix-tuning", "lora", "bitfit", "ia3"])}  # fmt: skip
+    curves = {
+        name: estimators.smooth_reliability(*confident_run(seed=i), n_resamples=10, seed=i)
+        for i, name in enumerate(["prefix-tuning", "lora", "bitfit", "ia3"])
+    }
     fig = calibration.smooth_reliability_figure(curves, "smooth", "95% bootstrap")
     assert [a.text for a in fig.layout.annotations] == [
         f"{name}<br>smECE {diagram.smooth_ece:.4f}" for name, diagram in curves.items()
@@ -374,8 +403,10 @@ def test_a_box_plots_csv_holds_its_quartiles_not_an_empty_y():
 
 def test_the_alpha_panels_fit_their_points_inside_zero_to_one():
     """Points of one value: plotly's autorange drew accuracy from -0.5."""
-    trained = [{"alpha": a, "accuracy": 0.233, "ece": 0.0209, "label": "k", "run": "k", "group": "g",
-                "learned_alpha": None} for a in (1e-3, 1e-2, 4e-2)]  # fmt: skip
+    trained = [
+        {"alpha": a, "accuracy": 0.233, "ece": 0.0209, "label": "k", "run": "k", "group": "g", "learned_alpha": None}
+        for a in (1e-3, 1e-2, 4e-2)
+    ]
     fig = kernel.alpha_figure(None, trained)
     assert list(fig.layout.yaxis.range) == pytest.approx([0.223, 0.243])
     assert list(fig.layout.yaxis2.range) == pytest.approx([0.0109, 0.0309])

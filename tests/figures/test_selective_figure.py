@@ -12,8 +12,16 @@ from peftviz.figures.selective import MARKED_COVERAGES, risk_coverage_figure
 def curve(name: str, level: float, spread: float, n: int = 1) -> pd.DataFrame:
     coverage = np.arange(1, 101) / 100
     risk = level * coverage  # errors among the least confident, as a useful ranking gives
-    return pd.DataFrame({"run": name, "coverage": coverage, "risk": risk, "low": np.maximum(risk - spread, 0),
-                         "high": risk + spread, "n": n})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "run": name,
+            "coverage": coverage,
+            "risk": risk,
+            "low": np.maximum(risk - spread, 0),
+            "high": risk + spread,
+            "n": n,
+        }
+    )
 
 
 @pytest.fixture

@@ -47,8 +47,9 @@ def template(tmp_path_factory) -> Path:
     """A store holding one complete recorded run: what a refusal must leave byte for byte."""
     store = tmp_path_factory.mktemp("template") / "runs"
     labels = np.array([0, 1, 2, 1])
-    with open_run("already-here", method="my-loop", model="m", dataset="d", label_names=LABEL_NAMES,
-                  runs_dir=store) as run:  # fmt: skip
+    with open_run(
+        "already-here", method="my-loop", model="m", dataset="d", label_names=LABEL_NAMES, runs_dir=store
+    ) as run:
         run.add_epoch(labels, probs=np.eye(3)[labels] * 0.7 + 0.1)
     return store
 
@@ -98,9 +99,16 @@ def evaluation_setups(draw) -> dict:
     shape = draw(st.sampled_from(["single", "dict"] + (["none"] if strategy == "no" else [])))
     keys = draw(st.lists(st.sampled_from(DICT_KEYS), unique=True, max_size=3)) if shape == "dict" else None
     validation, test = draw(st.sampled_from(CALLBACK_KEYS))
-    return {"strategy": strategy, "shape": shape, "keys": keys, "validation": validation, "test": test,
-            "eval_on_start": draw(st.booleans()), "eval_delay": draw(st.sampled_from([0, 1, 2, 5])),
-            "eval_steps": draw(st.sampled_from([1, 2, 3]))}  # fmt: skip
+    return {
+        "strategy": strategy,
+        "shape": shape,
+        "keys": keys,
+        "validation": validation,
+        "test": test,
+        "eval_on_start": draw(st.booleans()),
+        "eval_delay": draw(st.sampled_from([0, 1, 2, 5])),
+        "eval_steps": draw(st.sampled_from([1, 2, 3])),
+    }
 
 
 def evaluation_steps(setup: dict) -> list[int]:
@@ -143,9 +151,16 @@ def eval_dataset(setup: dict):
 def test_a_trainer_that_would_record_nothing_is_refused_in_one_line_when_training_starts(setup, template, tmp_path):
     case = fresh_case(template, tmp_path)
     callback = PeftvizCallback(runs_dir=case / "runs", validation=setup["validation"], test=setup["test"])
-    trainer = tiny_trainer(case / "out", [callback], eval_dataset(setup), eval_strategy=setup["strategy"],
-                           eval_delay=setup["eval_delay"], eval_steps=setup["eval_steps"],
-                           eval_on_start=setup["eval_on_start"], **QUIET)  # fmt: skip
+    trainer = tiny_trainer(
+        case / "out",
+        [callback],
+        eval_dataset(setup),
+        eval_strategy=setup["strategy"],
+        eval_delay=setup["eval_delay"],
+        eval_steps=setup["eval_steps"],
+        eval_on_start=setup["eval_on_start"],
+        **QUIET,
+    )
     words = refusal_words(setup)
     event(f"refused: {words}" if words else "recorded")
     if words:
@@ -165,20 +180,48 @@ def test_a_trainer_that_would_record_nothing_is_refused_in_one_line_when_trainin
 # ---------------------------------------------------------------------------------------------
 # the callback's own arguments
 
-TEXT = ["", " ", "\n", "a\nb", "tab\there", "nul\x00", "line\u2028sep", "\ud800", 5, 1.5, b"bytes", ["x"], {},
-        "x" * 81, "ok", "Ünïcode name"]  # fmt: skip
+TEXT = [
+    "",
+    " ",
+    "\n",
+    "a\nb",
+    "tab\there",
+    "nul\x00",
+    "line\u2028sep",
+    "\ud800",
+    5,
+    1.5,
+    b"bytes",
+    ["x"],
+    {},
+    "x" * 81,
+    "ok",
+    "Ünïcode name",
+]
 STORE = "the case's store"  # a runs_dir drawn as this is the case's own store: nothing is written outside it
 # each argument's values a store accepts, and its hostile ones (some of which are fine too: the oracle decides)
-GOOD = {"name": [None, "ok", "Ünïcode name"], "dataset": [None, "tokens"], "model": [None, "tiny"],
-        "method": [None, "lora", "my-method"], "options": [None],
-        "settings": [None, {}, {"limit": 60}, {"note": "warm"}], "runs_dir": [STORE],
-        "validation": ["validation", "dev"], "test": ["test", "held out"]}  # fmt: skip
-HOSTILE = {"name": TEXT, "dataset": TEXT, "model": TEXT, "method": ["fine-tuning", "a b", "external:x", *TEXT],
-           "options": [{}, {"r": 4}, {"r": -1}, {"bogus": 1}, [1], "r=4"],
-           "settings": [{"x": [1]}, [("a", 1)], {"a b": 1}, {"learning_rate": -1.0}, {"model": "m"}, "limit=60"],
-           "runs_dir": [5, "", b"runs", "a\x00b", ["runs"]],
-           "validation": ["test", "held out", "", "\n", 5, None],
-           "test": ["validation", "dev", "", "\n", 5, None]}  # fmt: skip
+GOOD = {
+    "name": [None, "ok", "Ünïcode name"],
+    "dataset": [None, "tokens"],
+    "model": [None, "tiny"],
+    "method": [None, "lora", "my-method"],
+    "options": [None],
+    "settings": [None, {}, {"limit": 60}, {"note": "warm"}],
+    "runs_dir": [STORE],
+    "validation": ["validation", "dev"],
+    "test": ["test", "held out"],
+}
+HOSTILE = {
+    "name": TEXT,
+    "dataset": TEXT,
+    "model": TEXT,
+    "method": ["fine-tuning", "a b", "external:x", *TEXT],
+    "options": [{}, {"r": 4}, {"r": -1}, {"bogus": 1}, [1], "r=4"],
+    "settings": [{"x": [1]}, [("a", 1)], {"a b": 1}, {"learning_rate": -1.0}, {"model": "m"}, "limit=60"],
+    "runs_dir": [5, "", b"runs", "a\x00b", ["runs"]],
+    "validation": ["test", "held out", "", "\n", 5, None],
+    "test": ["validation", "dev", "", "\n", 5, None],
+}
 
 
 @st.composite
@@ -201,12 +244,18 @@ def not_one_line(value) -> bool:
 
 def argument_problems(arguments: dict) -> set[str]:
     """The arguments the callback must refuse when it is built (the word its line starts with)."""
-    problems = {name for name in ("name", "dataset", "model", "method")
-                if arguments[name] is not None and not_one_line(arguments[name])}  # fmt: skip
+    problems = {
+        name
+        for name in ("name", "dataset", "model", "method")
+        if arguments[name] is not None and not_one_line(arguments[name])
+    }
     if isinstance(arguments["name"], str) and len(arguments["name"]) > 80:
         problems.add("name")
-    problems |= {name for name in ("options", "settings") if arguments[name] not in (None,) and
-                 not isinstance(arguments[name], dict)}  # fmt: skip
+    problems |= {
+        name
+        for name in ("options", "settings")
+        if arguments[name] not in (None,) and not isinstance(arguments[name], dict)
+    }
     if arguments["options"] and arguments["method"] is None:
         problems.add("options")
     if arguments["runs_dir"] != STORE:
@@ -297,15 +346,24 @@ def relabelled(split: Dataset, labels: list, as_float: bool) -> Dataset:
     at_start=st.booleans(),
 )
 @each_case_within(CASE_SECONDS)
-def test_labels_outside_the_head_fail_the_run_with_one_line(labels, which, test_first, as_float, at_start,
-                                                            template, tmp_path):  # fmt: skip
+def test_labels_outside_the_head_fail_the_run_with_one_line(
+    labels, which, test_first, as_float, at_start, template, tmp_path
+):
     case = fresh_case(template, tmp_path)
     splits = {"validation": VALIDATION, "test": token_split(6, seed=3)}
     splits[which] = relabelled(splits[which], labels, as_float)
     if test_first:
         splits = {"test": splits["test"], "validation": splits["validation"]}
-    trainer = tiny_trainer(case / "out", [PeftvizCallback(runs_dir=case / "runs")], splits, eval_strategy="steps",
-                           eval_steps=1, max_steps=1, eval_on_start=at_start, **QUIET)  # fmt: skip
+    trainer = tiny_trainer(
+        case / "out",
+        [PeftvizCallback(runs_dir=case / "runs")],
+        splits,
+        eval_strategy="steps",
+        eval_steps=1,
+        max_steps=1,
+        eval_on_start=at_start,
+        **QUIET,
+    )
     in_head = not as_float and all(0 <= label < 3 for label in labels)
     event("in the head" if in_head else "outside")
     if in_head:
@@ -370,8 +428,16 @@ def test_a_model_whose_id2label_is_not_its_classes_is_refused_in_one_line(id2lab
     case = fresh_case(template, tmp_path)
     model = tiny_bert()
     model.config.id2label = id2label
-    trainer = tiny_trainer(case / "out", [PeftvizCallback(runs_dir=case / "runs")], VALIDATION, model=model,
-                           eval_strategy="steps", eval_steps=1, max_steps=1, **QUIET)  # fmt: skip
+    trainer = tiny_trainer(
+        case / "out",
+        [PeftvizCallback(runs_dir=case / "runs")],
+        VALIDATION,
+        model=model,
+        eval_strategy="steps",
+        eval_steps=1,
+        max_steps=1,
+        **QUIET,
+    )
     if id2label_problem(id2label):
         event("refused")
         assert "config.id2label" in train_refused_at_start(trainer, case / "runs", RecordError)
@@ -403,8 +469,9 @@ def stored_against_predict(trainer, run, epoch: int) -> float:
 def test_a_model_that_returns_tuples_is_recorded_from_its_logits_and_evaluations_outside_train_are_not(tmp_path):
     model = tiny_bert(lora=False)
     model.config.return_dict = False  # (loss, logits) with labels, (logits,) without
-    trainer = tiny_trainer(tmp_path / "out", [PeftvizCallback(runs_dir=tmp_path / "runs")], VALIDATION, model=model,
-                           **QUIET)  # fmt: skip
+    trainer = tiny_trainer(
+        tmp_path / "out", [PeftvizCallback(runs_dir=tmp_path / "runs")], VALIDATION, model=model, **QUIET
+    )
     trainer.evaluate()  # before train(): no run yet, nothing recorded
     trainer.train()
     trainer.evaluate()  # after it: the run is closed
@@ -446,8 +513,14 @@ class ScoresNotLogits(torch.nn.Module):
     ids=["no labels", "no logits"],
 )
 def test_an_evaluation_with_nothing_to_record_fails_the_run_with_one_line(model, split, words, tmp_path):
-    trainer = tiny_trainer(tmp_path / "out", [PeftvizCallback(runs_dir=tmp_path / "runs")], split, model=model(),
-                           remove_unused_columns=False, **QUIET)  # fmt: skip
+    trainer = tiny_trainer(
+        tmp_path / "out",
+        [PeftvizCallback(runs_dir=tmp_path / "runs")],
+        split,
+        model=model(),
+        remove_unused_columns=False,
+        **QUIET,
+    )
     with pytest.raises(RecordError) as caught:
         trainer.train()
     line = assert_one_line(caught.value)
@@ -466,8 +539,9 @@ class PredictAtEpochEnd(TrainerCallback):
 
 def test_a_predict_within_training_is_not_taken_for_the_evaluation(tmp_path):
     predicting = PredictAtEpochEnd()
-    trainer = tiny_trainer(tmp_path / "out", [PeftvizCallback(runs_dir=tmp_path / "runs"), predicting], VALIDATION,
-                           **QUIET)  # fmt: skip
+    trainer = tiny_trainer(
+        tmp_path / "out", [PeftvizCallback(runs_dir=tmp_path / "runs"), predicting], VALIDATION, **QUIET
+    )
     predicting.trainer = trainer
     trainer.train()
     [run] = list_runs(tmp_path / "runs")

@@ -48,8 +48,16 @@ def trainer_for(tmp_path, report_to) -> Trainer:
     recording into tmp_path/runs."""
     train, validation, test = datasets()
     callback = PeftvizCallback(dataset="synthetic", runs_dir=tmp_path / "runs")
-    return tiny_trainer(tmp_path / "out", [callback], {"validation": validation, "test": test}, train_dataset=train,
-                        learning_rate=0.3, report_to=report_to, logging_steps=4, disable_tqdm=True)  # fmt: skip
+    return tiny_trainer(
+        tmp_path / "out",
+        [callback],
+        {"validation": validation, "test": test},
+        train_dataset=train,
+        learning_rate=0.3,
+        report_to=report_to,
+        logging_steps=4,
+        disable_tqdm=True,
+    )
 
 
 def trained_run(tmp_path, report_to):

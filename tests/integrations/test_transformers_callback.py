@@ -24,8 +24,11 @@ def numpy_ece(probs: np.ndarray, labels: np.ndarray, bins: int = 10) -> float:
     """Top-label ECE on equal-width bins, written out: sum over bins of |accuracy - confidence| x share."""
     confidence, correct = probs.max(axis=1), probs.argmax(axis=1) == labels
     which = np.minimum((confidence * bins).astype(int), bins - 1)
-    return sum(abs(correct[which == b].mean() - confidence[which == b].mean()) * (which == b).mean()
-               for b in range(bins) if (which == b).any())  # fmt: skip
+    return sum(
+        abs(correct[which == b].mean() - confidence[which == b].mean()) * (which == b).mean()
+        for b in range(bins)
+        if (which == b).any()
+    )
 
 
 def predicted(trainer, split) -> tuple[np.ndarray, np.ndarray]:
@@ -35,8 +38,11 @@ def predicted(trainer, split) -> tuple[np.ndarray, np.ndarray]:
 
 def test_each_epoch_is_the_trainers_own_evaluation(tmp_path):
     validation, test = token_split(31, seed=2), token_split(23, seed=3)  # 31, 23: a short last eval batch
-    trainer = tiny_trainer(tmp_path / "out", [PeftvizCallback(dataset="tokens", runs_dir=tmp_path / "runs")],
-                           {"validation": validation, "test": test})  # fmt: skip
+    trainer = tiny_trainer(
+        tmp_path / "out",
+        [PeftvizCallback(dataset="tokens", runs_dir=tmp_path / "runs")],
+        {"validation": validation, "test": test},
+    )
     trainer.train()
     [run] = list_runs(tmp_path / "runs")
     assert (run.status, len(run.metrics), run.config.epochs) == ("complete", 3, 3)
@@ -64,8 +70,15 @@ def test_each_epoch_is_the_trainers_own_evaluation(tmp_path):
 
 def test_with_eval_steps_each_evaluation_is_a_point(tmp_path):
     callback = PeftvizCallback(dataset="tokens", runs_dir=tmp_path / "runs")
-    trainer = tiny_trainer(tmp_path / "out", [callback], token_split(20, seed=2), eval_strategy="steps",
-                           eval_steps=4, max_steps=12, logging_steps=2)  # fmt: skip
+    trainer = tiny_trainer(
+        tmp_path / "out",
+        [callback],
+        token_split(20, seed=2),
+        eval_strategy="steps",
+        eval_steps=4,
+        max_steps=12,
+        logging_steps=2,
+    )
     trainer.train()
     [run] = list_runs(tmp_path / "runs")
     assert (run.status, run.config.epochs) == ("complete", 3)
@@ -77,8 +90,13 @@ def test_with_eval_steps_each_evaluation_is_a_point(tmp_path):
 
 
 def test_what_the_model_is_names_the_method(tmp_path):
-    plain = tiny_trainer(tmp_path / "plain", [PeftvizCallback(runs_dir=tmp_path / "runs")], token_split(10, seed=2),
-                         model=tiny_bert(lora=False), num_train_epochs=1)  # fmt: skip
+    plain = tiny_trainer(
+        tmp_path / "plain",
+        [PeftvizCallback(runs_dir=tmp_path / "runs")],
+        token_split(10, seed=2),
+        model=tiny_bert(lora=False),
+        num_train_epochs=1,
+    )
     plain.train()
     given = PeftvizCallback("mine", method="my-method", settings={"note": "warm restarts"}, runs_dir=tmp_path / "runs")
     tiny_trainer(tmp_path / "own", [given], token_split(10, seed=2), num_train_epochs=1).train()
@@ -108,8 +126,9 @@ def test_an_interrupted_train_leaves_its_epochs_and_the_next_train_a_new_run(tmp
 
 
 def test_an_eval_dataset_without_labels_is_one_line_and_the_run_keeps_nothing_wrong(tmp_path):
-    trainer = tiny_trainer(tmp_path / "out", [PeftvizCallback(runs_dir=tmp_path / "runs")],
-                           token_split(10, seed=2, labelled=False))  # fmt: skip
+    trainer = tiny_trainer(
+        tmp_path / "out", [PeftvizCallback(runs_dir=tmp_path / "runs")], token_split(10, seed=2, labelled=False)
+    )
     with pytest.raises(RecordError, match="evaluated without labels: the eval dataset needs a label column") as err:
         trainer.train()
     [run] = list_runs(tmp_path / "runs")  # failed with the line, not left incomplete (issue 45)

@@ -166,8 +166,9 @@ def test_remove_hooks_gives_the_encoder_back(case):
         torch.testing.assert_close(
             encoder(input_ids=ids, attention_mask=mask).last_hidden_state,
             reference(input_ids=ids, attention_mask=mask).last_hidden_state,
-            atol=0, rtol=0,
-        )  # fmt: skip
+            atol=0,
+            rtol=0,
+        )
 
 
 def test_lora_targets_must_name_modules_of_the_encoder():

@@ -30,9 +30,11 @@ def test_prefix_propagation_follows_eq_1(family):
         layers[0].register_forward_hook(lambda m, a, out: seen.update(layer0=out)),
     ]
     for index, layer in enumerate(layers):
-        hooks.append(layer.attention.register_forward_pre_hook(
-            lambda m, args, index=index: seen.update({f"input{index}": args[0]})
-        ))  # fmt: skip
+        hooks.append(
+            layer.attention.register_forward_pre_hook(
+                lambda m, args, index=index: seen.update({f"input{index}": args[0]})
+            )
+        )
     ids, mask = padded_batch()
     with torch.no_grad():
         model(ids, mask)

@@ -92,8 +92,19 @@ def test_the_sizes_peft_divides_by_start_at_1():
     """The rank of every LoRA-like method (peft: `r` should be a positive integer), VeRA's (a division by r) and
     AdaLoRA's init_r and deltaT; OFT's r takes 0, its default, which means "sized by oft_block_size"."""
     lowest = {name: METHODS[name].config_class.bounds() for name in CASES}
-    for name in ("dora", "rslora", "pissa", "olora", "lora-plus", "vera", "loha", "lokr", "hra", "vblora",
-                 "peft:RANDLORA"):  # fmt: skip
+    for name in (
+        "dora",
+        "rslora",
+        "pissa",
+        "olora",
+        "lora-plus",
+        "vera",
+        "loha",
+        "lokr",
+        "hra",
+        "vblora",
+        "peft:RANDLORA",
+    ):
         assert lowest[name]["r"].at_least == 1, name
     assert lowest["adalora"]["init_r"].at_least == lowest["adalora"]["deltaT"].at_least == 1
     assert lowest["oft"]["r"].at_least == 0

@@ -20,8 +20,12 @@ from peftviz.modeling.longformer import LongEncoder, set_local_attention
 from tests.support.helpers import padded_batch
 
 J, WINDOW = 3, 8  # prefix length; the tiny Longformer's window (4 positions on each side)
-OPTIONS = {"prefix-tuning": {"prefix_length": J}, "prefix-propagation": {"prefix_length": J},
-           "kernel-prefix-propagation": {"prefix_length": J, "alpha": 0.3}, "tiny-attention": {"n_heads": 2}}  # fmt: skip
+OPTIONS = {
+    "prefix-tuning": {"prefix_length": J},
+    "prefix-propagation": {"prefix_length": J},
+    "kernel-prefix-propagation": {"prefix_length": J, "alpha": 0.3},
+    "tiny-attention": {"n_heads": 2},
+}
 # the blocks' own padding cases: several windows, one row padded past a whole window, lengths not a multiple of s
 LENGTHS = [(29, 18), (13,), (40, 40, 7)]
 
@@ -95,10 +99,15 @@ def roberta_as_longformer(roberta, window: int) -> LongEncoder:
     """A Longformer holding a RoBERTa's weights: same names; the global projections copy the local ones."""
     c = roberta.config
     config = LongformerConfig(
-        vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
-        num_attention_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,
-        max_position_embeddings=c.max_position_embeddings, pad_token_id=c.pad_token_id, attention_window=window,
-    )  # fmt: skip
+        vocab_size=c.vocab_size,
+        hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        max_position_embeddings=c.max_position_embeddings,
+        pad_token_id=c.pad_token_id,
+        attention_window=window,
+    )
     state = dict(roberta.state_dict())
     for key, value in list(state.items()):
         for proj in ("query", "key", "value"):

@@ -14,8 +14,12 @@ from peftviz.modeling.longformer import BandedAttention, LongEncoder, set_local_
 from tests.support.helpers import padded_batch
 
 J, WINDOW = 3, 8  # prefix length; the tiny Longformer's window (4 positions on each side)
-OPTIONS = {"prefix-tuning": {"prefix_length": J}, "prefix-propagation": {"prefix_length": J},
-           "kernel-prefix-propagation": {"prefix_length": J, "alpha": 0.3}, "tiny-attention": {"n_heads": 2}}  # fmt: skip
+OPTIONS = {
+    "prefix-tuning": {"prefix_length": J},
+    "prefix-propagation": {"prefix_length": J},
+    "kernel-prefix-propagation": {"prefix_length": J, "alpha": 0.3},
+    "tiny-attention": {"n_heads": 2},
+}
 
 
 def long_classifier(method: str, seed: int = 0, **options):

@@ -40,8 +40,11 @@ def test_minilm_is_the_expected_encoder(minilm):
     encoder, tokenizer = minilm
     config = encoder.config
     assert (config.model_type, config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (
-        "bert", 6, 384, 12,
-    )  # fmt: skip
+        "bert",
+        6,
+        384,
+        12,
+    )
     assert sum(p.numel() for p in encoder.parameters()) == pytest.approx(22.7e6, rel=0.01)
     assert tokenizer("hello world")["input_ids"][0] == tokenizer.cls_token_id
 

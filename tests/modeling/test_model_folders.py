@@ -73,7 +73,7 @@ def test_a_config_field_of_the_wrong_type_or_value_is_named_with_its_file(bert_f
         ('"bert"', "config.json must hold a JSON object, not a string"),
         ('{"hidden_size": 32}', "config.json has no model_type"),
     ],
-)  # fmt: skip
+)
 def test_a_config_json_that_is_not_a_json_object_says_so(bert_folder, text, expected):
     (bert_folder / "config.json").write_text(text)
     message = refusal(bert_folder)

@@ -51,26 +51,98 @@ CONFIG_CLASSES = {"bert": BertConfig, "roberta": RobertaConfig}
 TEST_SENTENCE = "the news"
 
 # fields whose value the weights fix: only the folder's own value is valid
-SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "max_position_embeddings",
-                "type_vocab_size")  # fmt: skip
-FIELDS = (*SHAPE_FIELDS, "num_attention_heads", "pad_token_id", "hidden_act", "hidden_dropout_prob",
-          "attention_probs_dropout_prob", "layer_norm_eps", "model_type", "architectures", "peftviz_note")  # fmt: skip
+SHAPE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+FIELDS = (
+    *SHAPE_FIELDS,
+    "num_attention_heads",
+    "pad_token_id",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "layer_norm_eps",
+    "model_type",
+    "architectures",
+    "peftviz_note",
+)
 VALUES = st.one_of(
     st.sampled_from(
-        ["big", "32", "", "gelu", "relu", "nope", "bert", "gpt2", 2.5, 32.0, 0.0, 0.5, 1.0, 2.0, -0.1, 1e-12, 1e-5,
-         math.nan, math.inf, None, True, False, [], [32], {}, {"a": 1}, -1, 0, 1, 2, 3, 4, 8, 10**30, 2**24 + 1]
+        [
+            "big",
+            "32",
+            "",
+            "gelu",
+            "relu",
+            "nope",
+            "bert",
+            "gpt2",
+            2.5,
+            32.0,
+            0.0,
+            0.5,
+            1.0,
+            2.0,
+            -0.1,
+            1e-12,
+            1e-5,
+            math.nan,
+            math.inf,
+            None,
+            True,
+            False,
+            [],
+            [32],
+            {},
+            {"a": 1},
+            -1,
+            0,
+            1,
+            2,
+            3,
+            4,
+            8,
+            10**30,
+            2**24 + 1,
+        ]
     ),
     st.integers(-3, 600),
-)  # fmt: skip
-BAD_CONFIG_TEXTS = [b"{not json", b"", b"  \n", b"\xff\xfe{}", b"[" * 100_000, b"[]", b"3", b"null", b'"bert"',
-                    b'{"model_type": "bert"', b"\x00"]  # fmt: skip
+)
+BAD_CONFIG_TEXTS = [
+    b"{not json",
+    b"",
+    b"  \n",
+    b"\xff\xfe{}",
+    b"[" * 100_000,
+    b"[]",
+    b"3",
+    b"null",
+    b'"bert"',
+    b'{"model_type": "bert"',
+    b"\x00",
+]
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 TOKENIZER_STATES = ("intact", "missing", "empty", "array", "object")
 VOCAB_STATES = ("none", "full", "specials", "empty")
 WEIGHT_STATES = ("missing", "empty", "cut", "other")
 # which parts of a folder a case changes: none in a third of the cases, so that both outcomes are common
-CHANGED = [(), (), (), ("config",), ("config",), ("tokenizer",), ("weights",), ("config", "tokenizer"),
-           ("config", "weights"), ("tokenizer", "weights")]  # fmt: skip
+CHANGED = [
+    (),
+    (),
+    (),
+    ("config",),
+    ("config",),
+    ("tokenizer",),
+    ("weights",),
+    ("config", "tokenizer"),
+    ("config", "weights"),
+    ("tokenizer", "weights"),
+]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -466,8 +466,11 @@ def test_settings_peftviz_knows_go_to_the_config_and_the_rest_to_recorded(tmp_pa
         recorder.add_epoch(LABELS, good())
     run = only_run(tmp_path)
     assert run.config.learning_rate == 3e-4 and run.seed == 7
-    assert run.recorded == {"by": "recorder", "settings": {"scheduler": "cosine", "accumulate": 4, "tf32": True,
-                                                           "tag": None}, "given": ["epochs", "learning_rate", "seed"]}  # fmt: skip
+    assert run.recorded == {
+        "by": "recorder",
+        "settings": {"scheduler": "cosine", "accumulate": 4, "tf32": True, "tag": None},
+        "given": ["epochs", "learning_rate", "seed"],
+    }
     # a setting the loop did not give (max_length) names nothing in a picker: only given ones tell runs apart
     other = open_recorder(tmp_path, settings={**settings, "learning_rate": 1e-3})
     other.add_epoch(LABELS, good())
@@ -504,8 +507,14 @@ def test_a_recorded_lora_run_never_groups_with_a_trained_one_of_the_same_setting
     own = ("method", "method_options", "label", "model", "dataset")
     settings = {f.name: getattr(trained_run.config, f.name) for f in fields(config) if f.name not in own}
     for seed in (0, 1):  # its own seed, and another: neither joins the trained run's group
-        with open_recorder(tmp_path, name="lora-pair", options=config.method_options, model=config.model,
-                           dataset=config.dataset, settings={**settings, "seed": seed}) as recorder:  # fmt: skip
+        with open_recorder(
+            tmp_path,
+            name="lora-pair",
+            options=config.method_options,
+            model=config.model,
+            dataset=config.dataset,
+            settings={**settings, "seed": seed},
+        ) as recorder:
             recorder.add_epoch(LABELS, good(seed=seed))
     runs = list_runs(tmp_path)
     recorded = [run for run in runs if run.recorded]

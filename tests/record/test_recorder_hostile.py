@@ -163,42 +163,161 @@ def open_problem(arguments: dict) -> bool:
 
 # ---------------------------------------------------------------- open_run: the arguments, good and hostile
 
-TEXTS = ["", " ", "/", "..", "a\x00b", "a\nb", "a\rb", "tab\there", "a\u2028b", "a\x85b", "lone \ud800", "ß", "İ",
-         "\u212a", "中文", "my-lora", "x" * 80, "x" * 81, "x" * 10_000, 5, None, b"bytes", ["x"]]  # fmt: skip
+TEXTS = [
+    "",
+    " ",
+    "/",
+    "..",
+    "a\x00b",
+    "a\nb",
+    "a\rb",
+    "tab\there",
+    "a\u2028b",
+    "a\x85b",
+    "lone \ud800",
+    "ß",
+    "İ",
+    "\u212a",
+    "中文",
+    "my-lora",
+    "x" * 80,
+    "x" * 81,
+    "x" * 10_000,
+    5,
+    None,
+    b"bytes",
+    ["x"],
+]
 POOLS = {  # argument -> values tried in its place; the first is the one it takes otherwise
     "name": ["my-run", *TEXTS],
     "model": ["tiny-bert", *TEXTS, "m" * 4096, "m" * 4097, "org/model", "/a/path/to/model"],
     "dataset": ["bbc-news", *TEXTS, "d" * 4097],
-    "method": [*METHODS_VALID, "", 5, None, "a b", "a\nb", "x" * 70, "x" * 81, "x" * 10_000, "external:a/b", "peft:",
-               "external:"],
-    "label_names": [["sport", "money", "film"], ("a", "b"), ["a", "a"], ["a"], [], ["a", 1], "ab", None,
-                    {"a", "b"}, np.array(["a", "b"]), ["a\nb", "c"], ["", "c"], [" ", "c"], ["a" * 1000, "b"],
-                    ["a" * 1001, "b"], ["a\x00", "b"], ["中", "文"]],
-    "settings": [None, {}, {"momentum": 0.9}, {"momentum": math.nan}, {"momentum": math.inf}, {"note": "x" * 200},
-                 {"note": "x" * 201}, {"big": 2**64}, {"big": -(2**64)}, {"big": 2**64 + 1}, {"big": 10**400},
-                 {"big": 10**5000}, {"nested": {"a": 1}}, {"listed": [1]}, {"f32": np.float32(0.5)},
-                 {"f64": np.float64(0.5)}, {"i64": np.int64(3)}, {"flag": True}, {"none": None}, {"": 1},
-                 {"a/b": 1}, {"warm up": 1}, {"x" * 65: 1}, {1: 2}, {None: 1}, {"method": "lora"}, {"label": "x"},
-                 {"model": "m"}, {"learning_rate": 1e-3}, {"learning_rate": -1}, {"learning_rate": math.nan},
-                 {"learning_rate": "x"}, {"learning_rate": True}, {"epochs": 3}, {"epochs": 0}, {"epochs": 2.0},
-                 [("momentum", 1)], "momentum=1"],
+    "method": [
+        *METHODS_VALID,
+        "",
+        5,
+        None,
+        "a b",
+        "a\nb",
+        "x" * 70,
+        "x" * 81,
+        "x" * 10_000,
+        "external:a/b",
+        "peft:",
+        "external:",
+    ],
+    "label_names": [
+        ["sport", "money", "film"],
+        ("a", "b"),
+        ["a", "a"],
+        ["a"],
+        [],
+        ["a", 1],
+        "ab",
+        None,
+        {"a", "b"},
+        np.array(["a", "b"]),
+        ["a\nb", "c"],
+        ["", "c"],
+        [" ", "c"],
+        ["a" * 1000, "b"],
+        ["a" * 1001, "b"],
+        ["a\x00", "b"],
+        ["中", "文"],
+    ],
+    "settings": [
+        None,
+        {},
+        {"momentum": 0.9},
+        {"momentum": math.nan},
+        {"momentum": math.inf},
+        {"note": "x" * 200},
+        {"note": "x" * 201},
+        {"big": 2**64},
+        {"big": -(2**64)},
+        {"big": 2**64 + 1},
+        {"big": 10**400},
+        {"big": 10**5000},
+        {"nested": {"a": 1}},
+        {"listed": [1]},
+        {"f32": np.float32(0.5)},
+        {"f64": np.float64(0.5)},
+        {"i64": np.int64(3)},
+        {"flag": True},
+        {"none": None},
+        {"": 1},
+        {"a/b": 1},
+        {"warm up": 1},
+        {"x" * 65: 1},
+        {1: 2},
+        {None: 1},
+        {"method": "lora"},
+        {"label": "x"},
+        {"model": "m"},
+        {"learning_rate": 1e-3},
+        {"learning_rate": -1},
+        {"learning_rate": math.nan},
+        {"learning_rate": "x"},
+        {"learning_rate": True},
+        {"epochs": 3},
+        {"epochs": 0},
+        {"epochs": 2.0},
+        [("momentum", 1)],
+        "momentum=1",
+    ],
     "options": [None, {}, {"r": 4}, {"r": 0}, {"r": True}, {"rank": 4}, {1: 4}, [("r", 4)], "r=4"],
-    "parameters": [None, {}, {"total": 10, "trainable": 4}, {"total": 10**15}, {"total": 10**15 + 1},
-                   {"total": -1}, {"total": 1.5}, {"total": True}, {"total": np.int64(3)}, {"total": 10**400},
-                   {1: 3}, {"a b": 3}, {"": 3}, 5, [("total", 1)]],
-    "device": ["cpu", torch.device("cpu"), "cpu:0", "meta", "cuda", "cuda:0", "cuda:99", "cuda:256", "nonsense", "", "gpu",
-               0, 1, -1, True, 2**70, None, ["cpu"]],
+    "parameters": [
+        None,
+        {},
+        {"total": 10, "trainable": 4},
+        {"total": 10**15},
+        {"total": 10**15 + 1},
+        {"total": -1},
+        {"total": 1.5},
+        {"total": True},
+        {"total": np.int64(3)},
+        {"total": 10**400},
+        {1: 3},
+        {"a b": 3},
+        {"": 3},
+        5,
+        [("total", 1)],
+    ],
+    "device": [
+        "cpu",
+        torch.device("cpu"),
+        "cpu:0",
+        "meta",
+        "cuda",
+        "cuda:0",
+        "cuda:99",
+        "cuda:256",
+        "nonsense",
+        "",
+        "gpu",
+        0,
+        1,
+        -1,
+        True,
+        2**70,
+        None,
+        ["cpu"],
+    ],
     "processes": [1, 8, 65536, 65537, 0, -1, True, 2.0, "2", 10**30, np.int64(2), None],
     "by": ["recorder", "transformers-trainer", "me", 1, None],
     "runs_dir": ["store", "store as text", "a file", "under a file", "", "nul\x00path", 5],
-}  # fmt: skip
+}
 OPEN_CASES = [(argument, index) for argument, pool in POOLS.items() for index in range(len(pool))]
 
 
 def resolved_runs_dir(value, root: Path):
     """The pool's names for runs_dir as paths: the store, a regular file, a folder under that file."""
-    named = {"store": root / "store", "store as text": str(root / "store"), "a file": root / "decoy",
-             "under a file": root / "decoy" / "store"}  # fmt: skip
+    named = {
+        "store": root / "store",
+        "store as text": str(root / "store"),
+        "a file": root / "decoy",
+        "under a file": root / "decoy" / "store",
+    }
     return named.get(value, value) if isinstance(value, str) else value
 
 
@@ -338,8 +457,9 @@ def scores_problem(scores, kind: str) -> bool:
 def split_problem(labels, expected, probs, logits) -> bool:
     if (probs is None) == (logits is None):
         return True
-    return labels_problem(labels, expected) or scores_problem(probs if logits is None else logits,
-                                                              "probs" if logits is None else "logits")  # fmt: skip
+    return labels_problem(labels, expected) or scores_problem(
+        probs if logits is None else logits, "probs" if logits is None else "logits"
+    )
 
 
 def value_problem(name, value) -> bool:
@@ -358,8 +478,11 @@ def epoch_problem(case: dict) -> bool:
     if values is not None and (not isinstance(values, dict) or any(value_problem(*item) for item in values.items())):
         return True
     if test["test_labels"] is None:
-        return test["test_probs"] is not None or test["test_logits"] is not None or \
-            split_problem(case["labels"], LABELS, case["probs"], case["logits"])  # fmt: skip
+        return (
+            test["test_probs"] is not None
+            or test["test_logits"] is not None
+            or split_problem(case["labels"], LABELS, case["probs"], case["logits"])
+        )
     return split_problem(case["labels"], LABELS, case["probs"], case["logits"]) or split_problem(
         test["test_labels"], TEST_LABELS, test["test_probs"], test["test_logits"]
     )
@@ -382,48 +505,126 @@ def expected_probs(probs, logits) -> np.ndarray:
 
 MASKED = np.ma.masked_array(LOGITS, mask=np.eye(N, C, dtype=bool))
 META = torch.zeros(N, C, device="meta")
-LABEL_POOL = [LABELS, LABELS.astype(np.int8), LABELS.astype(np.uint8), LABELS.astype(np.uint64), list(LABELS),
-              torch.tensor(LABELS), torch.tensor(LABELS, dtype=torch.int32), np.ma.masked_array(LABELS),
-              LABELS.astype(float), LABELS + 0.5, LABELS.astype(bool), LABELS - 1, np.where(LABELS == 2, 3, LABELS),
-              np.array([0, 1, 2, 0, 1, 2**64 - 1], dtype=np.uint64), np.array([0, 1, 2, 0, 2**63, 2], dtype=np.uint64),
-              np.array([0, 1, 2, 0, 1, -(2**63)]), LABELS.astype(object), [0, 1, 2, 0, 1, 2**70], LABELS.astype(str),
-              LABELS[:, None], LABELS[:0], LABELS[:5], LABELS[::-1].copy(), None, 3, [[0], [1, 2]], {"a": 1},
-              torch.tensor(LABELS, dtype=torch.float32), torch.tensor(LABELS.astype(bool)), LABELS.astype(complex),
-              np.array(["2020-01-01"] * N, dtype="datetime64[D]")]  # fmt: skip
+LABEL_POOL = [
+    LABELS,
+    LABELS.astype(np.int8),
+    LABELS.astype(np.uint8),
+    LABELS.astype(np.uint64),
+    list(LABELS),
+    torch.tensor(LABELS),
+    torch.tensor(LABELS, dtype=torch.int32),
+    np.ma.masked_array(LABELS),
+    LABELS.astype(float),
+    LABELS + 0.5,
+    LABELS.astype(bool),
+    LABELS - 1,
+    np.where(LABELS == 2, 3, LABELS),
+    np.array([0, 1, 2, 0, 1, 2**64 - 1], dtype=np.uint64),
+    np.array([0, 1, 2, 0, 2**63, 2], dtype=np.uint64),
+    np.array([0, 1, 2, 0, 1, -(2**63)]),
+    LABELS.astype(object),
+    [0, 1, 2, 0, 1, 2**70],
+    LABELS.astype(str),
+    LABELS[:, None],
+    LABELS[:0],
+    LABELS[:5],
+    LABELS[::-1].copy(),
+    None,
+    3,
+    [[0], [1, 2]],
+    {"a": 1},
+    torch.tensor(LABELS, dtype=torch.float32),
+    torch.tensor(LABELS.astype(bool)),
+    LABELS.astype(complex),
+    np.array(["2020-01-01"] * N, dtype="datetime64[D]"),
+]
 SCORE_POOL = [  # (argument, scores)
-    ("probs", PROBS), ("probs", PROBS.astype(np.float32)), ("probs", torch.tensor(PROBS)),
-    ("probs", np.eye(C, dtype=int)[LABELS]), ("probs", np.where(PROBS == 0.0, np.nan, PROBS)),
-    ("probs", np.where(PROBS == 0.0, np.inf, PROBS)), ("probs", PROBS - 0.05), ("probs", PROBS * 1.5),
-    ("probs", PROBS * 0.9), ("probs", PROBS[:, :2]), ("probs", PROBS[:5]), ("probs", PROBS[:, :, None]),
-    ("probs", PROBS[0]), ("probs", PROBS.astype(object)), ("probs", PROBS.astype(complex)), ("probs", PROBS > 0.5),
-    ("probs", PROBS.astype(str)), ("probs", [[1, 0, 0], [1, 0]] * 3), ("probs", 0.5),
-    ("logits", LOGITS), ("logits", LOGITS.astype(np.float32)), ("logits", torch.tensor(LOGITS, dtype=torch.float16)),
-    ("logits", torch.tensor(LOGITS, dtype=torch.bfloat16)), ("logits", torch.tensor(LOGITS, requires_grad=True)),
-    ("logits", np.full((N, C), 1e308)), ("logits", np.tile([1e308, -1e308, 0.0], (N, 1))),
+    ("probs", PROBS),
+    ("probs", PROBS.astype(np.float32)),
+    ("probs", torch.tensor(PROBS)),
+    ("probs", np.eye(C, dtype=int)[LABELS]),
+    ("probs", np.where(PROBS == 0.0, np.nan, PROBS)),
+    ("probs", np.where(PROBS == 0.0, np.inf, PROBS)),
+    ("probs", PROBS - 0.05),
+    ("probs", PROBS * 1.5),
+    ("probs", PROBS * 0.9),
+    ("probs", PROBS[:, :2]),
+    ("probs", PROBS[:5]),
+    ("probs", PROBS[:, :, None]),
+    ("probs", PROBS[0]),
+    ("probs", PROBS.astype(object)),
+    ("probs", PROBS.astype(complex)),
+    ("probs", PROBS > 0.5),
+    ("probs", PROBS.astype(str)),
+    ("probs", [[1, 0, 0], [1, 0]] * 3),
+    ("probs", 0.5),
+    ("logits", LOGITS),
+    ("logits", LOGITS.astype(np.float32)),
+    ("logits", torch.tensor(LOGITS, dtype=torch.float16)),
+    ("logits", torch.tensor(LOGITS, dtype=torch.bfloat16)),
+    ("logits", torch.tensor(LOGITS, requires_grad=True)),
+    ("logits", np.full((N, C), 1e308)),
+    ("logits", np.tile([1e308, -1e308, 0.0], (N, 1))),
     ("logits", np.tile(np.array([2**62, 0, 0], dtype=np.int64), (N, 1))),
     ("logits", np.tile(np.array([2**64 - 1, 0, 0], dtype=np.uint64), (N, 1))),
-    ("logits", np.where(LOGITS < -3, -np.inf, LOGITS)), ("logits", np.where(LOGITS < -3, np.nan, LOGITS)),
-    ("logits", MASKED), ("logits", np.ma.masked_array(LOGITS)), ("logits", META), ("logits", LOGITS.astype(complex)),
-    ("logits", LOGITS > 0), ("logits", LOGITS[:, :2]),
-]  # fmt: skip
-VALUES_POOL = [None, {}, {"train_loss": 0.5}, {"step": 3}, {"lr": np.float32(1e-3)}, {"tokens": np.int64(2**40)},
-               {"ece": 0.1}, {"epoch": 1}, {"n": 5}, {"micro_f1": 1.0}, {"train loss": 1.0}, {1: 1.0}, {"a" * 65: 1.0},
-               {"a": math.nan}, {"a": -math.inf}, {"a": True}, {"a": np.bool_(True)}, {"a": "x"}, {"a": 10**400},
-               {"a": None}, {"a": torch.tensor(1.0)}, [("a", 1.0)], "abc"]  # fmt: skip
+    ("logits", np.where(LOGITS < -3, -np.inf, LOGITS)),
+    ("logits", np.where(LOGITS < -3, np.nan, LOGITS)),
+    ("logits", MASKED),
+    ("logits", np.ma.masked_array(LOGITS)),
+    ("logits", META),
+    ("logits", LOGITS.astype(complex)),
+    ("logits", LOGITS > 0),
+    ("logits", LOGITS[:, :2]),
+]
+VALUES_POOL = [
+    None,
+    {},
+    {"train_loss": 0.5},
+    {"step": 3},
+    {"lr": np.float32(1e-3)},
+    {"tokens": np.int64(2**40)},
+    {"ece": 0.1},
+    {"epoch": 1},
+    {"n": 5},
+    {"micro_f1": 1.0},
+    {"train loss": 1.0},
+    {1: 1.0},
+    {"a" * 65: 1.0},
+    {"a": math.nan},
+    {"a": -math.inf},
+    {"a": True},
+    {"a": np.bool_(True)},
+    {"a": "x"},
+    {"a": 10**400},
+    {"a": None},
+    {"a": torch.tensor(1.0)},
+    [("a", 1.0)],
+    "abc",
+]
 NO_TEST = {"test_labels": None, "test_probs": None, "test_logits": None}
-TEST_POOL = [NO_TEST, {**NO_TEST, "test_labels": TEST_LABELS, "test_probs": PROBS},
-             {**NO_TEST, "test_labels": TEST_LABELS, "test_logits": LOGITS}, {**NO_TEST, "test_probs": PROBS},
-             {**NO_TEST, "test_logits": LOGITS}, {**NO_TEST, "test_labels": TEST_LABELS},
-             {**NO_TEST, "test_labels": TEST_LABELS.astype(float), "test_probs": PROBS},
-             {**NO_TEST, "test_labels": TEST_LABELS[::-1].copy(), "test_probs": PROBS},
-             {**NO_TEST, "test_labels": TEST_LABELS, "test_probs": PROBS[:, :2]},
-             {**NO_TEST, "test_labels": TEST_LABELS, "test_probs": PROBS, "test_logits": LOGITS}]  # fmt: skip
+TEST_POOL = [
+    NO_TEST,
+    {**NO_TEST, "test_labels": TEST_LABELS, "test_probs": PROBS},
+    {**NO_TEST, "test_labels": TEST_LABELS, "test_logits": LOGITS},
+    {**NO_TEST, "test_probs": PROBS},
+    {**NO_TEST, "test_logits": LOGITS},
+    {**NO_TEST, "test_labels": TEST_LABELS},
+    {**NO_TEST, "test_labels": TEST_LABELS.astype(float), "test_probs": PROBS},
+    {**NO_TEST, "test_labels": TEST_LABELS[::-1].copy(), "test_probs": PROBS},
+    {**NO_TEST, "test_labels": TEST_LABELS, "test_probs": PROBS[:, :2]},
+    {**NO_TEST, "test_labels": TEST_LABELS, "test_probs": PROBS, "test_logits": LOGITS},
+]
 
 
 def epoch_case(labels=LABELS, scores=("probs", PROBS), values=None, test=NO_TEST) -> dict:
     kind, handed = scores
-    return {"labels": labels, "probs": handed if kind == "probs" else None,
-            "logits": handed if kind == "logits" else None, "values": values, "test": test}  # fmt: skip
+    return {
+        "labels": labels,
+        "probs": handed if kind == "probs" else None,
+        "logits": handed if kind == "logits" else None,
+        "values": values,
+        "test": test,
+    }
 
 
 EPOCH_CASES = {
@@ -438,8 +639,9 @@ EPOCH_CASES = {
 def open_recorder(tmp_path_factory):
     """A run with one good epoch (and its test split): every epoch after it must hand the same labels."""
     store = tmp_path_factory.mktemp("recorded")
-    recorder = open_run("hostile", method="lora", model="tiny-bert", dataset="bbc-news", label_names=["a", "b", "c"],
-                        runs_dir=store)  # fmt: skip
+    recorder = open_run(
+        "hostile", method="lora", model="tiny-bert", dataset="bbc-news", label_names=["a", "b", "c"], runs_dir=store
+    )
     recorder.add_epoch(LABELS, PROBS, test_labels=TEST_LABELS, test_probs=PROBS)
     yield store, recorder
     recorder.abandon()
@@ -498,10 +700,10 @@ def epoch_cases(draw) -> dict:
     parts = {
         "labels": st.sampled_from(LABEL_POOL) | generated_labels,
         "scores": st.sampled_from(SCORE_POOL) | st.tuples(st.sampled_from(["probs", "logits"]), generated_scores()),
-        "values": st.sampled_from(VALUES_POOL) | st.dictionaries(st.sampled_from(["loss", "ece", "x y", "step"]),
-                                                                 st.floats() | st.integers(), max_size=2),
+        "values": st.sampled_from(VALUES_POOL)
+        | st.dictionaries(st.sampled_from(["loss", "ece", "x y", "step"]), st.floats() | st.integers(), max_size=2),
         "test": st.sampled_from(TEST_POOL),
-    }  # fmt: skip
+    }
     replaced = {part: draw(parts[part]) for part in draw(st.sets(st.sampled_from(list(parts)), max_size=3))}
     return epoch_case(**replaced)
 
@@ -524,9 +726,19 @@ def test_add_epoch_on_generated_arguments(open_recorder):
     assert outcomes["recorded"] >= 15 and outcomes["refused"] >= 60, outcomes
 
 
-ADD_TEST_LABELS = [TEST_LABELS, TEST_LABELS.astype(np.uint64), torch.tensor(TEST_LABELS), list(TEST_LABELS),
-                   TEST_LABELS.astype(float), TEST_LABELS[::-1].copy(), TEST_LABELS[:3], [[2], [2, 1]], None, "221001",
-                   np.array([2, 2, 1, 0, 0, 2**64 - 1], dtype=np.uint64)]  # fmt: skip
+ADD_TEST_LABELS = [
+    TEST_LABELS,
+    TEST_LABELS.astype(np.uint64),
+    torch.tensor(TEST_LABELS),
+    list(TEST_LABELS),
+    TEST_LABELS.astype(float),
+    TEST_LABELS[::-1].copy(),
+    TEST_LABELS[:3],
+    [[2], [2, 1]],
+    None,
+    "221001",
+    np.array([2, 2, 1, 0, 0, 2**64 - 1], dtype=np.uint64),
+]
 ADD_TEST_CASES = {
     **{f"labels {index}": (labels, ("probs", PROBS)) for index, labels in enumerate(ADD_TEST_LABELS)},
     **{f"{kind} {index}": (TEST_LABELS, (kind, scores)) for index, (kind, scores) in enumerate(SCORE_POOL)},

@@ -52,8 +52,16 @@ def loop_data(labels=None, test_labels=None, label_names=None, name="killed", se
     labels = np.arange(N) % C if labels is None else np.asarray(labels)
     test_labels = np.arange(N // 2) % C if test_labels is None else np.asarray(test_labels)
     names = label_names or [f"class-{k}" for k in range(C)]
-    return json.dumps({"labels": labels.tolist(), "test_labels": test_labels.tolist(), "label_names": names,
-                       "name": name, "seed": seed, "settings": settings or {}})  # fmt: skip
+    return json.dumps(
+        {
+            "labels": labels.tolist(),
+            "test_labels": test_labels.tolist(),
+            "label_names": names,
+            "name": name,
+            "seed": seed,
+            "settings": settings or {},
+        }
+    )
 
 
 def start(store: Path, epochs: int, sleep: float, data: str | None = None) -> subprocess.Popen:

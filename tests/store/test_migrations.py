@@ -21,12 +21,31 @@ ROOT = Path(__file__).resolve().parents[2]
 # config.json as the first version wrote it (bff929a, 2026-11-21): one seed for data and training, no
 # precision, average_heads a run setting, and the record's own fields beside the settings
 FIRST_VERSION = {
-    "method": "tiny-attention", "method_options": {}, "label": "", "model": "tiny-bert", "dataset": "bbc-news",
-    "limit": 40, "max_length": 32, "pooling": "cls", "head_dropout": 0.1, "epochs": 2, "learning_rate": 0.01,
-    "weight_decay": 0.01, "batch_size": 8, "effective_batch_size": 8, "warmup_ratio": 0.1, "schedule": "linear",
-    "max_grad_norm": 1.0, "seed": 3, "ece_bins": 10, "average_heads": True, "device": "auto",
-    "label_names": ["business", "sport"], "parameters": {"total": 10}, "environment": {"created": "2026-11-21"},
-}  # fmt: skip
+    "method": "tiny-attention",
+    "method_options": {},
+    "label": "",
+    "model": "tiny-bert",
+    "dataset": "bbc-news",
+    "limit": 40,
+    "max_length": 32,
+    "pooling": "cls",
+    "head_dropout": 0.1,
+    "epochs": 2,
+    "learning_rate": 0.01,
+    "weight_decay": 0.01,
+    "batch_size": 8,
+    "effective_batch_size": 8,
+    "warmup_ratio": 0.1,
+    "schedule": "linear",
+    "max_grad_norm": 1.0,
+    "seed": 3,
+    "ece_bins": 10,
+    "average_heads": True,
+    "device": "auto",
+    "label_names": ["business", "sport"],
+    "parameters": {"total": 10},
+    "environment": {"created": "2026-11-21"},
+}
 
 
 def test_stored_configs_from_earlier_versions_still_read():
@@ -70,8 +89,9 @@ def test_a_record_of_the_first_version_reads_with_every_migration_applied():
 
 
 def test_a_record_written_today_passes_every_migration_unchanged():
-    config = preset_config("smoke", "tiny-attention", seed=5, data_seed=2, precision="bf16",
-                           method_options={"average_heads": False})  # fmt: skip
+    config = preset_config(
+        "smoke", "tiny-attention", seed=5, data_seed=2, precision="bf16", method_options={"average_heads": False}
+    )
     record = {**config.to_dict(), "label_names": ["a", "b"], "parameters": {"total": 1}, "attempts": []}
     for migration in MIGRATIONS:
         assert migration(config.to_dict()) == config.to_dict(), migration.__name__

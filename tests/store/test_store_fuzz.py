@@ -160,8 +160,12 @@ def damage(folder: Path, outside: Path, data: st.DataObject) -> str:
         path.write_bytes(data.draw(st.binary(max_size=64)))
     elif how in ("fifo", "folder", "zero-link", "outside-link"):
         path.unlink()
-        {"fifo": lambda: os.mkfifo(path), "folder": lambda: path.mkdir(), "zero-link": lambda: path.symlink_to("/dev/zero"),
-         "outside-link": lambda: path.symlink_to(outside / "secret.json")}[how]()  # fmt: skip
+        {
+            "fifo": lambda: os.mkfifo(path),
+            "folder": lambda: path.mkdir(),
+            "zero-link": lambda: path.symlink_to("/dev/zero"),
+            "outside-link": lambda: path.symlink_to(outside / "secret.json"),
+        }[how]()
     elif how == "kind" and file.endswith(".npz"):
         path.write_bytes(NPZ_DAMAGE[data.draw(st.sampled_from(sorted(NPZ_DAMAGE)))]())
     elif how == "kind" and file.endswith(".safetensors"):

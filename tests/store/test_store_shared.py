@@ -126,8 +126,14 @@ def test_a_run_lists_as_training_while_its_writer_lives_and_incomplete_once_it_i
     try:
         (run,) = _wait_for(lambda: list_runs(store), 120, "the run folder")
         assert run.status == "training" and (run.path / "writer.lock").is_file()
-        listed = subprocess.run([sys.executable, "-m", "peftviz", "runs", "--runs-dir", str(store)], cwd=ROOT,
-                                capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+        listed = subprocess.run(
+            [sys.executable, "-m", "peftviz", "runs", "--runs-dir", str(store)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         assert " training " in listed.stdout, listed.stdout
         trainer.send_signal(signal.SIGKILL)
         trainer.wait(timeout=30)

@@ -32,8 +32,11 @@ def vocabularies_spelled_out(root: Path) -> list[str]:
     for path in sorted([*root.glob("peftviz/**/*.py"), *root.glob("pages/*.py"), root / "app.py"]):
         for node in ast.walk(ast.parse(path.read_text())):
             for words in literal_words(node):
-                found += [f"{path.relative_to(root)}:{node.lineno} {name}"
-                          for name, vocabulary in VOCABULARIES.items() if words == set(vocabulary)]  # fmt: skip
+                found += [
+                    f"{path.relative_to(root)}:{node.lineno} {name}"
+                    for name, vocabulary in VOCABULARIES.items()
+                    if words == set(vocabulary)
+                ]
     return found
 
 

@@ -332,12 +332,15 @@ def fold_problems(page) -> list[str]:
     """Charts not wholly inside the viewport (a projector shows no more)."""
     width, height = page.viewport_size["width"], page.viewport_size["height"]
     problems = []
-    for box in page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot'), p => "
-                             "{const r = p.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, "
-                             "left: r.left, right: r.right, title: p.querySelector('.gtitle')?.textContent ?? ''}})"):  # fmt: skip
+    for box in page.evaluate(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot'), p => "
+        "{const r = p.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, "
+        "left: r.left, right: r.right, title: p.querySelector('.gtitle')?.textContent ?? ''}})"
+    ):
         if box["top"] < 0 or box["left"] < 0 or box["bottom"] > height + 1 or box["right"] > width + 1:
-            problems.append(f"{box['title'][:60]}: drawn at {box['top']:.0f}–{box['bottom']:.0f} px in a "
-                            f"{width}×{height} window")  # fmt: skip
+            problems.append(
+                f"{box['title'][:60]}: drawn at {box['top']:.0f}–{box['bottom']:.0f} px in a {width}×{height} window"
+            )
     return problems
 
 

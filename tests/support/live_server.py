@@ -13,8 +13,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 # the closed network here refuses Chromium's background connections; these keep it quiet
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def free_port() -> int:
@@ -29,8 +36,20 @@ def streamlit_server(store: Path, script: str = "app.py", options: tuple[str, ..
     ends; yields (URL, server process)."""
     port = free_port()
     env = {**os.environ, "PEFTVIZ_RUNS": str(store)}  # peftviz: .venv's install (scripts/setup.sh), no PYTHONPATH
-    command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
-               "--server.address", "127.0.0.1", "--server.port", str(port), *options]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        script,
+        "--server.headless",
+        "true",
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        *options,
+    ]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -115,81 +115,186 @@ LORA_R = 8  # peft's default rank, kept by the LoRA family's named methods
 
 METHOD_CASES = [
     MethodCase("fine-tuning", "fine-tuning", unfrozen=ALL),
-    MethodCase("prefix-tuning", "prefix-tuning", {"prefix_length": J},
-               lambda s: 2 * J * s.L * s.D, prefix_keys=J),
-    MethodCase("prefix-tuning-mlp", "prefix-tuning", {"prefix_length": J, "reparameterize": True, "mlp_hidden": MLP},
-               # embedding (j × D) + Linear(D, mlp) + Linear(mlp, 2·L·D)
-               lambda s: J * s.D + (s.D * MLP + MLP) + (MLP * 2 * s.L * s.D + 2 * s.L * s.D), prefix_keys=J),
-    MethodCase("prefix-tuning-peft-layout", "prefix-tuning", {"prefix_length": J, "layout": "peft"},
-               lambda s: 2 * J * s.L * s.D, prefix_keys=J, families=("bert", "roberta")),
-    MethodCase("prefix-propagation", "prefix-propagation", {"prefix_length": J},
-               lambda s: J * s.L * s.D, prefix_keys=J, prefix_queries=J),
-    MethodCase("kernel-alpha-trained", "kernel-prefix-propagation", {"prefix_length": J, "alpha_trainable": True},
-               lambda s: J * s.L * s.D + s.L, prefix_keys=J, prefix_queries=J),  # + one log α per layer
-    MethodCase("kernel-rbf-polynomial", "kernel-prefix-propagation",
-               {"prefix_length": J, "kernel": "rbf", "sequence_kernel": "polynomial"},
-               lambda s: J * s.L * s.D, prefix_keys=J, prefix_queries=J),  # a fixed α is a buffer
-    MethodCase("tiny-attention", "tiny-attention", {"n_heads": M, "head_dim": DH},
-               lambda s: 4 * s.D * M * DH * s.L),  # W_Q, W_K, W_V, O per layer, no biases
-    MethodCase("tiny-attention-parallel", "tiny-attention", {"placement": "parallel"},
-               lambda s: 4 * s.D * s.L),
-    MethodCase("lora", "lora", {},  # r = 8 on query, value: 2·r·D per D × D map
-               lambda s: s.L * 2 * (2 * 8 * s.D)),
-    MethodCase("lora-qkv", "lora", {"r": R, "lora_alpha": 8, "lora_dropout": 0.1, "target_modules": "query,key,value"},
-               lambda s: s.L * 3 * (2 * R * s.D)),
-    MethodCase("lora-all-linear", "lora", {"r": R, "target_modules": "all-linear"},
-               lambda s: lora_all_linear(s, R)),
-    MethodCase("ia3", "ia3", {},  # peft's BERT targets: l_k, l_v, attention output input (D), l_ff (F)
-               lambda s: s.L * (3 * s.D + s.F)),
-    MethodCase("ia3-paper", "ia3", {"targets": "paper"},
-               lambda s: s.L * (2 * s.D + s.F)),
-    MethodCase("prompt-tuning", "prompt-tuning", {"prompt_length": N},
-               lambda s: N * s.D, prefix_keys=N, prefix_queries=N),
-    MethodCase("prompt-tuning-random", "prompt-tuning", {"prompt_length": 1, "init": "random"},
-               lambda s: s.D, prefix_keys=1, prefix_queries=1),
-    MethodCase("prompt-tuning-peft-layout", "prompt-tuning", {"prompt_length": N, "layout": "peft"},
-               lambda s: N * s.D, prefix_keys=N, prefix_queries=N, families=("bert", "roberta")),
+    MethodCase("prefix-tuning", "prefix-tuning", {"prefix_length": J}, lambda s: 2 * J * s.L * s.D, prefix_keys=J),
+    MethodCase(
+        "prefix-tuning-mlp",
+        "prefix-tuning",
+        {"prefix_length": J, "reparameterize": True, "mlp_hidden": MLP},
+        # embedding (j × D) + Linear(D, mlp) + Linear(mlp, 2·L·D)
+        lambda s: J * s.D + (s.D * MLP + MLP) + (MLP * 2 * s.L * s.D + 2 * s.L * s.D),
+        prefix_keys=J,
+    ),
+    MethodCase(
+        "prefix-tuning-peft-layout",
+        "prefix-tuning",
+        {"prefix_length": J, "layout": "peft"},
+        lambda s: 2 * J * s.L * s.D,
+        prefix_keys=J,
+        families=("bert", "roberta"),
+    ),
+    MethodCase(
+        "prefix-propagation",
+        "prefix-propagation",
+        {"prefix_length": J},
+        lambda s: J * s.L * s.D,
+        prefix_keys=J,
+        prefix_queries=J,
+    ),
+    MethodCase(
+        "kernel-alpha-trained",
+        "kernel-prefix-propagation",
+        {"prefix_length": J, "alpha_trainable": True},
+        lambda s: J * s.L * s.D + s.L,
+        prefix_keys=J,
+        prefix_queries=J,
+    ),  # + one log α per layer
+    MethodCase(
+        "kernel-rbf-polynomial",
+        "kernel-prefix-propagation",
+        {"prefix_length": J, "kernel": "rbf", "sequence_kernel": "polynomial"},
+        lambda s: J * s.L * s.D,
+        prefix_keys=J,
+        prefix_queries=J,
+    ),  # a fixed α is a buffer
+    MethodCase(
+        "tiny-attention", "tiny-attention", {"n_heads": M, "head_dim": DH}, lambda s: 4 * s.D * M * DH * s.L
+    ),  # W_Q, W_K, W_V, O per layer, no biases
+    MethodCase("tiny-attention-parallel", "tiny-attention", {"placement": "parallel"}, lambda s: 4 * s.D * s.L),
+    MethodCase(
+        "lora",
+        "lora",
+        {},  # r = 8 on query, value: 2·r·D per D × D map
+        lambda s: s.L * 2 * (2 * 8 * s.D),
+    ),
+    MethodCase(
+        "lora-qkv",
+        "lora",
+        {"r": R, "lora_alpha": 8, "lora_dropout": 0.1, "target_modules": "query,key,value"},
+        lambda s: s.L * 3 * (2 * R * s.D),
+    ),
+    MethodCase("lora-all-linear", "lora", {"r": R, "target_modules": "all-linear"}, lambda s: lora_all_linear(s, R)),
+    MethodCase(
+        "ia3",
+        "ia3",
+        {},  # peft's BERT targets: l_k, l_v, attention output input (D), l_ff (F)
+        lambda s: s.L * (3 * s.D + s.F),
+    ),
+    MethodCase("ia3-paper", "ia3", {"targets": "paper"}, lambda s: s.L * (2 * s.D + s.F)),
+    MethodCase(
+        "prompt-tuning", "prompt-tuning", {"prompt_length": N}, lambda s: N * s.D, prefix_keys=N, prefix_queries=N
+    ),
+    MethodCase(
+        "prompt-tuning-random",
+        "prompt-tuning",
+        {"prompt_length": 1, "init": "random"},
+        lambda s: s.D,
+        prefix_keys=1,
+        prefix_queries=1,
+    ),
+    MethodCase(
+        "prompt-tuning-peft-layout",
+        "prompt-tuning",
+        {"prompt_length": N, "layout": "peft"},
+        lambda s: N * s.D,
+        prefix_keys=N,
+        prefix_queries=N,
+        families=("bert", "roberta"),
+    ),
     MethodCase("bitfit", "bitfit", {}, unfrozen=bitfit_all),
-    MethodCase("bitfit-query-intermediate", "bitfit", {"biases": "query_and_intermediate"},
-               unfrozen=lambda s: s.L * (s.D + s.F + (s.D if s.longformer else 0))),  # b_q (+ global b_q), b_m2
-    MethodCase("houlsby-adapter", "houlsby-adapter", {"bottleneck": MB},
-               lambda s: s.L * 2 * (2 * MB * s.D + s.D + MB),
-               unfrozen=lambda s: 2 * s.D * (2 * s.L + 1)),  # gain and shift of 2·L + 1 LayerNorms
-    MethodCase("houlsby-adapter-frozen-ln", "houlsby-adapter", {"bottleneck": MB, "train_layer_norm": False},
-               lambda s: s.L * 2 * (2 * MB * s.D + s.D + MB)),
+    MethodCase(
+        "bitfit-query-intermediate",
+        "bitfit",
+        {"biases": "query_and_intermediate"},
+        unfrozen=lambda s: s.L * (s.D + s.F + (s.D if s.longformer else 0)),
+    ),  # b_q (+ global b_q), b_m2
+    MethodCase(
+        "houlsby-adapter",
+        "houlsby-adapter",
+        {"bottleneck": MB},
+        lambda s: s.L * 2 * (2 * MB * s.D + s.D + MB),
+        unfrozen=lambda s: 2 * s.D * (2 * s.L + 1),
+    ),  # gain and shift of 2·L + 1 LayerNorms
+    MethodCase(
+        "houlsby-adapter-frozen-ln",
+        "houlsby-adapter",
+        {"bottleneck": MB, "train_layer_norm": False},
+        lambda s: s.L * 2 * (2 * MB * s.D + s.D + MB),
+    ),
     # the peft tuners (peft_tuner.py), at peft's defaults on peft's targets: r·(d_in + d_out) per map for LoRA
-    MethodCase("dora", "dora", {},  # LoRA's A, B and the magnitude m (d_out) per map
-               lambda s: qv_maps(s) * (2 * LORA_R * s.D + s.D)),
+    MethodCase(
+        "dora",
+        "dora",
+        {},  # LoRA's A, B and the magnitude m (d_out) per map
+        lambda s: qv_maps(s) * (2 * LORA_R * s.D + s.D),
+    ),
     MethodCase("rslora", "rslora", {}, lambda s: qv_maps(s) * 2 * LORA_R * s.D),
     MethodCase("pissa", "pissa", {}, lambda s: qv_maps(s) * 2 * LORA_R * s.D),
     MethodCase("olora", "olora", {}, lambda s: qv_maps(s) * 2 * LORA_R * s.D),
     MethodCase("lora-plus", "lora-plus", {"r": R, "loraplus_lr_ratio": 4.0}, lambda s: qv_maps(s) * 2 * R * s.D),
     MethodCase("adalora", "adalora", {}, adalora_params, frozen=adalora_maps),
-    MethodCase("vera", "vera", {},  # Λ_d (r = 256) and Λ_b (d_out) per map; the random A, B are frozen buffers
-               lambda s: qv_maps(s) * (256 + s.D)),
-    MethodCase("loha", "loha", {},  # two rank-8 pairs per map
-               lambda s: qv_maps(s) * 2 * 2 * LORA_R * s.D),
+    MethodCase(
+        "vera",
+        "vera",
+        {},  # Λ_d (r = 256) and Λ_b (d_out) per map; the random A, B are frozen buffers
+        lambda s: qv_maps(s) * (256 + s.D),
+    ),
+    MethodCase(
+        "loha",
+        "loha",
+        {},  # two rank-8 pairs per map
+        lambda s: qv_maps(s) * 2 * 2 * LORA_R * s.D,
+    ),
     MethodCase("lokr", "lokr", {}, lambda s: qv_maps(s) * lokr_per_map(s)),
-    MethodCase("oft", "oft", {},  # D / 32 blocks of 32 × 32, each stored as its 32·31/2 skew-symmetric entries
-               lambda s: qv_maps(s) * (s.D // 32) * (32 * 31 // 2)),
-    MethodCase("boft", "boft", {},  # D / 4 blocks of 4 × 4 (one butterfly factor) and a scale per output
-               lambda s: qv_maps(s) * ((s.D // 4) * 16 + s.D)),
+    MethodCase(
+        "oft",
+        "oft",
+        {},  # D / 32 blocks of 32 × 32, each stored as its 32·31/2 skew-symmetric entries
+        lambda s: qv_maps(s) * (s.D // 32) * (32 * 31 // 2),
+    ),
+    MethodCase(
+        "boft",
+        "boft",
+        {},  # D / 4 blocks of 4 × 4 (one butterfly factor) and a scale per output
+        lambda s: qv_maps(s) * ((s.D // 4) * 16 + s.D),
+    ),
     MethodCase("hra", "hra", {}, lambda s: qv_maps(s) * LORA_R * s.D),  # r Householder vectors of length D
     MethodCase("fourierft", "fourierft", {}, lambda s: qv_maps(s) * 1000),  # 1,000 spectral coefficients per map
-    MethodCase("vblora", "vblora", {},  # the bank (256 × 32), and per map the top-k logits of A's and B's sub-vectors
-               lambda s: 256 * 32 + qv_maps(s) * 2 * 4 * (s.D // 32) * 256),
-    MethodCase("ln-tuning", "ln-tuning", {},  # a trainable copy of every LayerNorm: embeddings' and 2 per layer
-               lambda s: (2 * s.L + 1) * 2 * s.D),
-    MethodCase("p-tuning", "p-tuning", {"prompt_length": N},
-               lambda s: p_tuning_mlp(s, N), prefix_keys=N, prefix_queries=N),
-    MethodCase("p-tuning-lstm-peft-layout", "p-tuning",
-               {"prompt_length": N, "encoder_reparameterization_type": "LSTM", "encoder_hidden_size": 8,
-                "layout": "peft"},  # a 2-layer bidirectional LSTM D → 8 (×2 directions), then MLP 16 → 16 → D
-               lambda s: N * s.D + lstm_params(s.D, 8, 2) + (16 * 16 + 16) + (16 * s.D + s.D),
-               prefix_keys=N, prefix_queries=N, families=("bert", "roberta")),
-    MethodCase("peft-randlora", "peft:RANDLORA", {},  # any peft type: RandLoRA's λ (r × n) and γ (n × D), n = ⌈D / r⌉
-               lambda s: qv_maps(s) * (32 * -(-s.D // 32) + -(-s.D // 32) * s.D)),
-]  # fmt: skip
+    MethodCase(
+        "vblora",
+        "vblora",
+        {},  # the bank (256 × 32), and per map the top-k logits of A's and B's sub-vectors
+        lambda s: 256 * 32 + qv_maps(s) * 2 * 4 * (s.D // 32) * 256,
+    ),
+    MethodCase(
+        "ln-tuning",
+        "ln-tuning",
+        {},  # a trainable copy of every LayerNorm: embeddings' and 2 per layer
+        lambda s: (2 * s.L + 1) * 2 * s.D,
+    ),
+    MethodCase(
+        "p-tuning", "p-tuning", {"prompt_length": N}, lambda s: p_tuning_mlp(s, N), prefix_keys=N, prefix_queries=N
+    ),
+    MethodCase(
+        "p-tuning-lstm-peft-layout",
+        "p-tuning",
+        {
+            "prompt_length": N,
+            "encoder_reparameterization_type": "LSTM",
+            "encoder_hidden_size": 8,
+            "layout": "peft",
+        },  # a 2-layer bidirectional LSTM D → 8 (×2 directions), then MLP 16 → 16 → D
+        lambda s: N * s.D + lstm_params(s.D, 8, 2) + (16 * 16 + 16) + (16 * s.D + s.D),
+        prefix_keys=N,
+        prefix_queries=N,
+        families=("bert", "roberta"),
+    ),
+    MethodCase(
+        "peft-randlora",
+        "peft:RANDLORA",
+        {},  # any peft type: RandLoRA's λ (r × n) and γ (n × D), n = ⌈D / r⌉
+        lambda s: qv_maps(s) * (32 * -(-s.D // 32) + -(-s.D // 32) * s.D),
+    ),
+]
 
 
 def lstm_params(d_in: int, h: int, layers: int) -> int:

@@ -86,8 +86,19 @@ def record_other_loops(store: Path, scratch: Path) -> None:
     for seed in (0, 1):
         rng = np.random.default_rng(seed)
         logits = {split: rng.normal(size=(30, 3)) + 2 * np.eye(3)[y] for split, y in labels.items()}  # (30, 3)
-        with open_run("my-adapter", method="my-adapter", model=MODEL_NAME, dataset="tokens", label_names=LABEL_NAMES,
-                      settings={"seed": seed}, runs_dir=store) as run:  # fmt: skip
+        with open_run(
+            "my-adapter",
+            method="my-adapter",
+            model=MODEL_NAME,
+            dataset="tokens",
+            label_names=LABEL_NAMES,
+            settings={"seed": seed},
+            runs_dir=store,
+        ) as run:
             for epoch in (1, 2):
-                run.add_epoch(labels["validation"], logits=logits["validation"] * epoch, test_labels=labels["test"],
-                              test_logits=logits["test"] * epoch)  # fmt: skip
+                run.add_epoch(
+                    labels["validation"],
+                    logits=logits["validation"] * epoch,
+                    test_labels=labels["test"],
+                    test_logits=logits["test"] * epoch,
+                )

@@ -36,9 +36,18 @@ class Stats:
 def hand_times(labels, batch_size=4) -> StepTimes:
     """Step times chosen by hand: forward+backward 0.1 s at 512 and 0.2 s at 1024, AdamW 0.05 s, inference 0.03
     and 0.06 s, at batch 4, for every label."""
-    return StepTimes("cpu (test)", "fp32", "test-model", "by hand", batch_size, (512, 1024), 1,
-                     {label: {512: 0.1, 1024: 0.2} for label in labels}, {label: 0.05 for label in labels},
-                     {label: {512: 0.03, 1024: 0.06} for label in labels})  # fmt: skip
+    return StepTimes(
+        "cpu (test)",
+        "fp32",
+        "test-model",
+        "by hand",
+        batch_size,
+        (512, 1024),
+        1,
+        {label: {512: 0.1, 1024: 0.2} for label in labels},
+        {label: 0.05 for label in labels},
+        {label: {512: 0.03, 1024: 0.06} for label in labels},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +145,9 @@ def test_the_expected_batch_length_of_a_uniform_length_by_hand(quantiles, max_le
     ],
 )
 def test_a_run_s_steps_and_batches_by_hand(splits, batch, effective, epochs, steps, micro_batches, eval_batches):
-    config = TrainConfig(method="lora", batch_size=batch, effective_batch_size=effective, epochs=epochs,
-                         max_length=4096)  # fmt: skip
+    config = TrainConfig(
+        method="lora", batch_size=batch, effective_batch_size=effective, epochs=epochs, max_length=4096
+    )
     got = run_cost(config, Stats(splits, {0.5: 768}), hand_times(["lora"], batch_size=batch))
     assert (got.optimizer_steps, got.micro_batches, got.eval_batches) == (steps, micro_batches, eval_batches)
     assert got.batch_length == pytest.approx(768)  # every document 768 tokens
@@ -148,18 +158,33 @@ def test_a_run_s_steps_and_batches_by_hand(splits, batch, effective, epochs, ste
 def test_hyperpartisan_s_recorded_train_split_gives_340_steps_in_20_epochs_of_effective_batch_32():
     stats = DATASET_STATS["hyperpartisan"]
     assert stats.splits["train"] == 515  # 645 less 2 x 65 held out (paper_stats)
-    config = TrainConfig(method="lora", dataset="hyperpartisan", batch_size=4, effective_batch_size=32, epochs=20,
-                         max_length=4096)  # fmt: skip
+    config = TrainConfig(
+        method="lora", dataset="hyperpartisan", batch_size=4, effective_batch_size=32, epochs=20, max_length=4096
+    )
     assert run_cost(config, stats, hand_times(["lora"])).optimizer_steps == 20 * math.ceil(515 / 32) == 340
 
 
 def test_the_plan_has_a_row_per_run_and_totals_that_are_the_sums_of_its_rows():
-    stats = {"a": Stats({"train": 100, "validation": 10, "test": 10}, {0.5: 512}),
-             "b": Stats({"train": 40, "validation": 8, "test": 8}, {0.5: 1024})}  # fmt: skip
-    configs = [TrainConfig(method=method, dataset=dataset, seed=seed, batch_size=4, effective_batch_size=8, epochs=2,
-                           label=f"{method} lr={rate}", learning_rate=rate)
-               for dataset in stats for method in ("lora", "bitfit") for seed in (0, 1)
-               for rate in ((1e-3, 1e-2) if seed else (1e-3,))]  # fmt: skip
+    stats = {
+        "a": Stats({"train": 100, "validation": 10, "test": 10}, {0.5: 512}),
+        "b": Stats({"train": 40, "validation": 8, "test": 8}, {0.5: 1024}),
+    }
+    configs = [
+        TrainConfig(
+            method=method,
+            dataset=dataset,
+            seed=seed,
+            batch_size=4,
+            effective_batch_size=8,
+            epochs=2,
+            label=f"{method} lr={rate}",
+            learning_rate=rate,
+        )
+        for dataset in stats
+        for method in ("lora", "bitfit")
+        for seed in (0, 1)
+        for rate in ((1e-3, 1e-2) if seed else (1e-3,))
+    ]
     plan = plan_table(configs, hand_times(["lora", "bitfit"]), stats.__getitem__)
     assert len(plan.rows) == 12  # 2 datasets x 2 methods x (1 rate at seed 0 + 2 at seed 1)
     assert [row["optimizer steps"] for row in plan.rows] == [2 * 13] * 6 + [2 * 5] * 6  # ceil(100/8), ceil(40/8)
@@ -176,8 +201,12 @@ def test_the_plan_has_a_row_per_run_and_totals_that_are_the_sums_of_its_rows():
 
 
 def test_runs_that_differ_in_rate_seed_label_or_dataset_share_one_probe_and_other_options_do_not():
-    grid = [TrainConfig(method="lora", label=f"lora lr={rate}", learning_rate=rate, seed=seed, dataset=dataset)
-            for rate in (1e-3, 1e-2) for seed in (0, 1) for dataset in ("a", "b")]  # fmt: skip
+    grid = [
+        TrainConfig(method="lora", label=f"lora lr={rate}", learning_rate=rate, seed=seed, dataset=dataset)
+        for rate in (1e-3, 1e-2)
+        for seed in (0, 1)
+        for dataset in ("a", "b")
+    ]
     other = TrainConfig(method="lora", method_options={"r": 4})
     targets = cost.probe_targets([*grid, other])
     assert targets == [("lora", "lora", {}), ("lora r=4", "lora", {"r": 4})]
@@ -192,9 +221,17 @@ def test_a_dataset_without_recorded_stats_is_one_line_naming_those_that_have_the
 
 
 def test_a_model_not_readable_offline_falls_back_to_its_recorded_architecture_and_says_so(monkeypatch):
-    tiny = {"model_type": "longformer", "vocab_size": 100, "hidden_size": 16, "num_hidden_layers": 1,
-            "num_attention_heads": 2, "intermediate_size": 32, "attention_window": 8, "max_position_embeddings": 130,
-            "pad_token_id": 1}  # fmt: skip
+    tiny = {
+        "model_type": "longformer",
+        "vocab_size": 100,
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "attention_window": 8,
+        "max_position_embeddings": 130,
+        "pad_token_id": 1,
+    }
     monkeypatch.setitem(cost.RECORDED_ARCHITECTURES, "nobody/not-cached-longformer", tiny)
     times = probe("nobody/not-cached-longformer", ["lora"], [16, 64], 1, "cpu", "fp32", steps=1)
     assert "recorded architecture" in times.architecture and "not in this machine's Hugging Face cache" in (
@@ -205,9 +242,16 @@ def test_a_model_not_readable_offline_falls_back_to_its_recorded_architecture_an
 
 def test_the_recorded_longformer_base_architecture_is_the_checkpoint_s_shape():
     config = cost._recorded_config("allenai/longformer-base-4096")
-    shape = (config.model_type, config.vocab_size, config.hidden_size, config.num_hidden_layers,
-             config.num_attention_heads, config.intermediate_size, config.attention_window,
-             config.max_position_embeddings)  # fmt: skip
+    shape = (
+        config.model_type,
+        config.vocab_size,
+        config.hidden_size,
+        config.num_hidden_layers,
+        config.num_attention_heads,
+        config.intermediate_size,
+        config.attention_window,
+        config.max_position_embeddings,
+    )
     assert shape == ("longformer", 50265, 768, 12, 12, 3072, 512, 4098)
 
 
@@ -232,9 +276,26 @@ SMALL = {"hyperpartisan": Stats({"train": 100, "validation": 10, "test": 10}, {0
 
 def test_compare_plan_lists_every_run_and_the_totals_and_trains_nothing(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(cost, "recorded_stats", SMALL.__getitem__)
-    argv = ["compare", "--preset", "smoke", "--model", "tiny-longformer", "--dataset", "hyperpartisan",
-            "--methods", "lora,prefix-propagation", "--max-length", "64", "--seeds", "2", "--plan",
-            "--probe-device", "cpu", "--runs-dir", str(tmp_path / "store")]  # fmt: skip
+    argv = [
+        "compare",
+        "--preset",
+        "smoke",
+        "--model",
+        "tiny-longformer",
+        "--dataset",
+        "hyperpartisan",
+        "--methods",
+        "lora,prefix-propagation",
+        "--max-length",
+        "64",
+        "--seeds",
+        "2",
+        "--plan",
+        "--probe-device",
+        "cpu",
+        "--runs-dir",
+        str(tmp_path / "store"),
+    ]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| hyperpartisan |")]
@@ -260,8 +321,21 @@ def test_a_plan_that_cannot_be_made_is_one_line(extra, message, tmp_path, capsys
 
 
 def test_the_probe_command_prints_the_step_time_table(capsys):
-    argv = ["probe", "--model", "tiny-longformer", "--methods", "lora,prefix-propagation", "--lengths", "32,64",
-            "--batch-size", "2", "--device", "cpu", "--steps", "1"]  # fmt: skip
+    argv = [
+        "probe",
+        "--model",
+        "tiny-longformer",
+        "--methods",
+        "lora,prefix-propagation",
+        "--lengths",
+        "32,64",
+        "--batch-size",
+        "2",
+        "--device",
+        "cpu",
+        "--steps",
+        "1",
+    ]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert sum(line.startswith(("| lora |", "| prefix-propagation |")) for line in out.splitlines()) == 4
@@ -303,9 +377,24 @@ def test_a_plan_from_saved_step_times_uses_them_and_probes_nothing(monkeypatch, 
     monkeypatch.setattr(cost, "recorded_stats", SMALL.__getitem__)
     monkeypatch.setattr(cost, "probe_for", lambda *a, **k: pytest.fail("probed though times were given"))
     cost.save_step_times(hand_times(["lora", "prefix-propagation"]), tmp_path / "times.json")
-    argv = ["compare", "--preset", "smoke", "--model", "tiny-longformer", "--dataset", "hyperpartisan",
-            "--methods", "lora,prefix-propagation", "--max-length", "64", "--plan",
-            "--step-times", str(tmp_path / "times.json"), "--runs-dir", str(tmp_path / "store")]  # fmt: skip
+    argv = [
+        "compare",
+        "--preset",
+        "smoke",
+        "--model",
+        "tiny-longformer",
+        "--dataset",
+        "hyperpartisan",
+        "--methods",
+        "lora,prefix-propagation",
+        "--max-length",
+        "64",
+        "--plan",
+        "--step-times",
+        str(tmp_path / "times.json"),
+        "--runs-dir",
+        str(tmp_path / "store"),
+    ]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     configs = cli.configs_of(cli.build_parser().parse_args(argv))

@@ -32,19 +32,42 @@ from peftviz.sweep.cost import StepTimes, load_step_times, plan_table
 from tests.support.helpers import each_case_within, hard_timeout
 from tests.sweep.test_cost import Stats
 
-FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # fmt: skip
-FIELDS = {"device", "precision", "model", "architecture", "batch_size", "lengths", "steps", "forward_backward",
-          "optimizer", "inference", "notes", "warmups"}  # fmt: skip
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+FIELDS = {
+    "device",
+    "precision",
+    "model",
+    "architecture",
+    "batch_size",
+    "lengths",
+    "steps",
+    "forward_backward",
+    "optimizer",
+    "inference",
+    "notes",
+    "warmups",
+}
 METHODS_TIMED = ("lora", "bitfit")
 GOOD = {
-    "device": "cuda (test GPU)", "precision": "bf16", "model": "test-model", "architecture": "by hand",
-    "batch_size": 4, "lengths": [512, 1024], "steps": 3, "warmups": 1,
+    "device": "cuda (test GPU)",
+    "precision": "bf16",
+    "model": "test-model",
+    "architecture": "by hand",
+    "batch_size": 4,
+    "lengths": [512, 1024],
+    "steps": 3,
+    "warmups": 1,
     "forward_backward": {m: {"512": 0.1, "1024": 0.2} for m in METHODS_TIMED},
     "optimizer": {"lora": 0.05, "bitfit": 0.0},  # 0: AdamW timed inside the step, as benchmarks/gpu.py saves it
     "inference": {m: {"512": 0.03, "1024": 0.06} for m in METHODS_TIMED},
     "notes": ["timed by hand"],
-}  # fmt: skip
+}
 MAX_SHOWN_LINE = 1000  # what "cut to a sane length" means here: no text field prints longer than this
 
 
@@ -96,9 +119,19 @@ def check_loaded(times: StepTimes, data: dict) -> None:
 
 def plan_configs(labels) -> list[TrainConfig]:
     """Runs of each timed method that is a registered one, short and long: below, between and beyond the lengths."""
-    return [TrainConfig(method=method, dataset="hyperpartisan", batch_size=4, effective_batch_size=8, epochs=2,
-                        max_length=max_length)
-            for method in labels if method in METHODS for max_length in (128, 768, 4096)]  # fmt: skip
+    return [
+        TrainConfig(
+            method=method,
+            dataset="hyperpartisan",
+            batch_size=4,
+            effective_batch_size=8,
+            epochs=2,
+            max_length=max_length,
+        )
+        for method in labels
+        if method in METHODS
+        for max_length in (128, 768, 4096)
+    ]
 
 
 def check_plan(times: StepTimes) -> None:
@@ -129,29 +162,87 @@ def load_or_refuse(path: Path) -> StepTimes | None:
 # damaged step-time files, generated
 
 TEXT = st.one_of(
-    st.sampled_from(["", "\n", "a\nb", "\r", "\x1b[31mred\x1b[0m", "\x1b]0;title\x07", "\u2028", "\u202e", "\ud800",
-                     "\x00", "\t", "x" * 400, "ok"]),
+    st.sampled_from(
+        [
+            "",
+            "\n",
+            "a\nb",
+            "\r",
+            "\x1b[31mred\x1b[0m",
+            "\x1b]0;title\x07",
+            "\u2028",
+            "\u202e",
+            "\ud800",
+            "\x00",
+            "\t",
+            "x" * 400,
+            "ok",
+        ]
+    ),
     st.text(max_size=12),
-)  # fmt: skip
+)
 NUMBER = st.one_of(
-    st.sampled_from([math.nan, math.inf, -math.inf, 0, 0.0, -0.0, -1, -1e-9, 5e-324, 1e-300, 1.5, 8.0, 1e308, 10**30,
-                     2**64, 10**400, 86400.0, 86400.5, 65536, 65537, 16384, 16385, 1000, 1001]),
+    st.sampled_from(
+        [
+            math.nan,
+            math.inf,
+            -math.inf,
+            0,
+            0.0,
+            -0.0,
+            -1,
+            -1e-9,
+            5e-324,
+            1e-300,
+            1.5,
+            8.0,
+            1e308,
+            10**30,
+            2**64,
+            10**400,
+            86400.0,
+            86400.5,
+            65536,
+            65537,
+            16384,
+            16385,
+            1000,
+            1001,
+        ]
+    ),
     st.integers(),
     st.floats(allow_nan=True, allow_infinity=True),
-)  # fmt: skip
+)
 JSON_VALUE = st.recursive(
     st.none() | st.booleans() | NUMBER | TEXT,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=6,
 )
-HOSTILE = st.one_of(NUMBER, TEXT, st.none(), st.booleans(), st.sampled_from([[], {}, [1], {"a": 1}, [512, 1024]]),
-                    JSON_VALUE)  # fmt: skip
+HOSTILE = st.one_of(
+    NUMBER, TEXT, st.none(), st.booleans(), st.sampled_from([[], {}, [1], {"a": 1}, [512, 1024]]), JSON_VALUE
+)
 
 
 def damage(data: dict, draw) -> str:
     """One generated damage to a good table (a copy, changed in place); returns its kind, for the statistics."""
-    how = draw(st.sampled_from(["field", "drop", "extra", "length", "rename-length", "entry", "time", "key",
-                                "rename-method", "drop-method", "notes", "whole"]))  # fmt: skip
+    how = draw(
+        st.sampled_from(
+            [
+                "field",
+                "drop",
+                "extra",
+                "length",
+                "rename-length",
+                "entry",
+                "time",
+                "key",
+                "rename-method",
+                "drop-method",
+                "notes",
+                "whole",
+            ]
+        )
+    )
     kind = draw(st.sampled_from(["forward_backward", "inference", "optimizer"]))
     method = draw(st.sampled_from(METHODS_TIMED))
     if how == "field":
@@ -209,8 +300,13 @@ def test_a_damaged_step_time_file_is_one_line_or_a_table_that_holds_what_it_says
     assert sorted(tmp_path.iterdir()) == before  # nothing written
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(content=st.binary(max_size=64), cut=st.floats(0, 1))
 def test_truncated_empty_or_binary_files_are_one_line(tmp_path, content, cut):
     good = json.dumps(GOOD).encode()
@@ -347,10 +443,27 @@ def test_lengths_outside_the_probed_ones_are_said_with_how_they_were_taken(tmp_p
 def test_the_plan_s_steps_count_the_documents_limit_keeps(limit, epochs):
     """Optimizer steps = epochs × ceil(min(train, limit) / effective batch), evaluation likewise: what the trainer
     runs on `load_data(limit=...)`'s splits; and the limit is said where it cuts."""
-    config = TrainConfig(method="lora", dataset="hyperpartisan", batch_size=4, effective_batch_size=8, epochs=epochs,
-                         limit=limit, max_length=1024)  # fmt: skip
-    times = StepTimes("cpu", "fp32", "m", "a", 4, (512, 1024), 1, {"lora": {512: 0.1, 1024: 0.2}}, {"lora": 0.05},
-                      {"lora": {512: 0.03, 1024: 0.06}})  # fmt: skip
+    config = TrainConfig(
+        method="lora",
+        dataset="hyperpartisan",
+        batch_size=4,
+        effective_batch_size=8,
+        epochs=epochs,
+        limit=limit,
+        max_length=1024,
+    )
+    times = StepTimes(
+        "cpu",
+        "fp32",
+        "m",
+        "a",
+        4,
+        (512, 1024),
+        1,
+        {"lora": {512: 0.1, 1024: 0.2}},
+        {"lora": 0.05},
+        {"lora": {512: 0.03, 1024: 0.06}},
+    )
     plan = plan_table([config], times, RECORDED.__getitem__)
     kept = {name: min(size, limit or size) for name, size in RECORDED["hyperpartisan"].splits.items()}
     assert plan.rows[0]["optimizer steps"] == epochs * math.ceil(kept["train"] / 8)
@@ -365,9 +478,25 @@ def test_steps_scale_with_limit_on_the_command_line(monkeypatch, tmp_path, capsy
     path = write(tmp_path / "t.json", GOOD)
     steps = {}
     for limit in (None, 400, 100, 40):  # None: the smoke preset's own limit, 120
-        argv = ["compare", "--preset", "smoke", "--dataset", "hyperpartisan", "--methods", "lora", "--plan",
-                "--step-times", str(path), "--runs-dir", str(tmp_path / "store"), "--batch-size", "4",
-                "--effective-batch-size", "8", *(["--limit", str(limit)] if limit else [])]  # fmt: skip
+        argv = [
+            "compare",
+            "--preset",
+            "smoke",
+            "--dataset",
+            "hyperpartisan",
+            "--methods",
+            "lora",
+            "--plan",
+            "--step-times",
+            str(path),
+            "--runs-dir",
+            str(tmp_path / "store"),
+            "--batch-size",
+            "4",
+            "--effective-batch-size",
+            "8",
+            *(["--limit", str(limit)] if limit else []),
+        ]
         assert cli.main(argv) == 0
         out = capsys.readouterr().out
         steps[limit] = int(re.search(r"\| all runs \| 1 \| (\d+) \|", out).group(1))
@@ -398,8 +527,22 @@ def test_a_plan_names_the_runs_it_leaves_out_or_counts_otherwise(monkeypatch, tm
     still training (a second run trained beside it: counted); seed 3 new. Each said in one line naming the run."""
     monkeypatch.setattr(cost, "recorded_stats", RECORDED.__getitem__)
     store = tmp_path / "store"
-    argv = ["compare", "--preset", "smoke", "--dataset", "hyperpartisan", "--methods", "lora", "--seeds", "4",
-            "--plan", "--step-times", str(write(tmp_path / "t.json", GOOD)), "--runs-dir", str(store)]  # fmt: skip
+    argv = [
+        "compare",
+        "--preset",
+        "smoke",
+        "--dataset",
+        "hyperpartisan",
+        "--methods",
+        "lora",
+        "--seeds",
+        "4",
+        "--plan",
+        "--step-times",
+        str(write(tmp_path / "t.json", GOOD)),
+        "--runs-dir",
+        str(store),
+    ]
     configs = cli.configs_of(cli.build_parser().parse_args(argv))
     writers = [_stored(store, config, status) for config, status in zip(configs, ("complete", "incomplete", "live"))]
     try:
@@ -409,8 +552,10 @@ def test_a_plan_names_the_runs_it_leaves_out_or_counts_otherwise(monkeypatch, tm
     out = capsys.readouterr().out
     assert [row.split(" | ")[2] for row in out.splitlines() if row.startswith("| hyperpartisan |")] == ["1", "2", "3"]
     assert "| all runs | 3 |" in out
-    assert "left out: 1 run(s) already complete in the store, which the sweep skips (--force trains them again): " \
-           "hyperpartisan lora · seed 0" in out  # fmt: skip
+    assert (
+        "left out: 1 run(s) already complete in the store, which the sweep skips (--force trains them again): "
+        "hyperpartisan lora · seed 0" in out
+    )
     assert "counted whole: 1 stopped run(s) the sweep resumes" in out and "hyperpartisan lora · seed 1" in out
     assert "counted: 1 run(s) trained beside a stored run" in out and "hyperpartisan lora · seed 2" in out
 
@@ -419,8 +564,18 @@ def test_a_plan_whose_every_run_is_complete_probes_nothing_and_says_why(monkeypa
     monkeypatch.setattr(cost, "recorded_stats", RECORDED.__getitem__)
     monkeypatch.setattr(cost, "probe_for", lambda *a, **k: pytest.fail("probed for runs the sweep skips"))
     store = tmp_path / "store"
-    argv = ["train", "--preset", "smoke", "--dataset", "hyperpartisan", "--method", "lora", "--plan",
-            "--runs-dir", str(store)]  # fmt: skip
+    argv = [
+        "train",
+        "--preset",
+        "smoke",
+        "--dataset",
+        "hyperpartisan",
+        "--method",
+        "lora",
+        "--plan",
+        "--runs-dir",
+        str(store),
+    ]
     _stored(store, cli.configs_of(cli.build_parser().parse_args(argv))[0], "complete")
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
@@ -475,16 +630,63 @@ def stubs(good_file):
 
 
 ARGUMENT = st.one_of(
-    st.sampled_from(["0", "-1", "1", "3", "100", "101", "1000", "1001", "65536", "65537", "16384", "16385", "2",
-                     "1.5", "1e3", "0x10", " 7 ", "", "nan", "inf", "9" * 5000, "²", "٣", "1_000", "cpu", "cuda",
-                     "auto", "cuda:0", "cuda:1", "cuda:127", "cuda:128", "cuda:256", "cuda:01", "cuda:-1", "mps",
-                     "cuda:" + "9" * 30, "CPU", "cpu\n", "\x1b[31m", "512,1024", "2,16385", "1,2,3", "0,0", "1,1",
-                     "4294967295,1", "4294967296,1", ",".join(["2"] * 65), ",".join(map(str, range(101))),
-                     ",".join(map(str, range(100)))]),
+    st.sampled_from(
+        [
+            "0",
+            "-1",
+            "1",
+            "3",
+            "100",
+            "101",
+            "1000",
+            "1001",
+            "65536",
+            "65537",
+            "16384",
+            "16385",
+            "2",
+            "1.5",
+            "1e3",
+            "0x10",
+            " 7 ",
+            "",
+            "nan",
+            "inf",
+            "9" * 5000,
+            "²",
+            "٣",
+            "1_000",
+            "cpu",
+            "cuda",
+            "auto",
+            "cuda:0",
+            "cuda:1",
+            "cuda:127",
+            "cuda:128",
+            "cuda:256",
+            "cuda:01",
+            "cuda:-1",
+            "mps",
+            "cuda:" + "9" * 30,
+            "CPU",
+            "cpu\n",
+            "\x1b[31m",
+            "512,1024",
+            "2,16385",
+            "1,2,3",
+            "0,0",
+            "1,1",
+            "4294967295,1",
+            "4294967296,1",
+            ",".join(["2"] * 65),
+            ",".join(map(str, range(101))),
+            ",".join(map(str, range(100))),
+        ]
+    ),
     st.text(max_size=10),
     st.integers(-(10**12), 10**12).map(str),
     st.lists(st.integers(-3, 2**33), max_size=4).map(lambda seeds: ",".join(map(str, seeds))),
-)  # fmt: skip
+)
 COUNTS = ["1", "3", "8", "1000", "1001", "65536", "65537", "0", "-3", " 4 "]
 DEVICES = ["cpu", "auto", "cuda", "cuda:0", "cuda:127", "cuda:128", "cuda:256", "cuda:01", "mps", "CPU", "cuda:"]
 NEAR_THE_BOUNDS = {  # each flag's own edges, drawn as often as the hostile values
@@ -535,9 +737,21 @@ def test_a_hostile_plan_argument_is_one_line_or_a_plan_with_finite_hours(stubs, 
     value = data.draw(argument_for(flag))
     stubs.clear()
     store = tmp_path / "store"
-    argv = ["compare", "--preset", "smoke", "--dataset", "hyperpartisan", "--methods", "lora,bitfit", "--plan",
-            "--runs-dir", str(store), "--probe-device" if flag != "--probe-device" else "--probe-steps",
-            "cpu" if flag != "--probe-device" else "1", f"{flag}={value}"]  # fmt: skip
+    argv = [
+        "compare",
+        "--preset",
+        "smoke",
+        "--dataset",
+        "hyperpartisan",
+        "--methods",
+        "lora,bitfit",
+        "--plan",
+        "--runs-dir",
+        str(store),
+        "--probe-device" if flag != "--probe-device" else "--probe-steps",
+        "cpu" if flag != "--probe-device" else "1",
+        f"{flag}={value}",
+    ]
     code, out, err = run_cli(argv)
     event(f"{flag}: {'planned' if code == 0 else f'refused ({code})'}")
     assert not store.exists()  # nothing written, whatever happened
@@ -573,8 +787,19 @@ def test_a_plan_s_step_time_file_or_probe_flags_that_cannot_work_are_one_line(st
     _huge(tmp_path / "huge.json")
     (tmp_path / "bad.json").write_text("not json")
     names = {"tmp": str(tmp_path), "good": str(good_file)}
-    argv = ["compare", "--preset", "smoke", "--dataset", "hyperpartisan", "--methods", "lora", "--plan",
-            "--runs-dir", str(tmp_path / "store"), *(part.format(**names) for part in extra)]  # fmt: skip
+    argv = [
+        "compare",
+        "--preset",
+        "smoke",
+        "--dataset",
+        "hyperpartisan",
+        "--methods",
+        "lora",
+        "--plan",
+        "--runs-dir",
+        str(tmp_path / "store"),
+        *(part.format(**names) for part in extra),
+    ]
     with hard_timeout(20):
         code, _, err = run_cli(argv)
     check_refused(code, err)
@@ -718,8 +943,9 @@ def test_seeds_are_bounded_in_count_and_value_or_refused_in_one_line(text):
     check_seeds(text, seeds)
 
 
-@pytest.mark.parametrize("text", ["101", "1000000", "9" * 5000, ",".join(map(str, range(101))), "4294967296,0",
-                                  "-1", "1,1", "0"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text", ["101", "1000000", "9" * 5000, ",".join(map(str, range(101))), "4294967296,0", "-1", "1,1", "0"]
+)
 def test_seeds_beyond_the_bounds_are_refused(text):
     with pytest.raises(ConfigError) as err:
         parse_seeds(text)

@@ -210,8 +210,9 @@ def test_the_app_s_job_on_ray_reports_each_run_queued_then_done(local_ray, tmp_p
     configs = sweep_configs(seeds=(0,))
     events, told = [], []
     runs = [outcome.run for outcome in sweep_here(configs, tmp_path, events.append, "ray", told=told.append)]
-    assert sorted((outcome.run, outcome.word) for outcome in told) == sorted((title, "new") for title in
-                                                                           [c.run_title for c in configs])  # fmt: skip
+    assert sorted((outcome.run, outcome.word) for outcome in told) == sorted(
+        (title, "new") for title in [c.run_title for c in configs]
+    )
     titles = [config.run_title for config in configs]
     assert [(e.run, e.phase) for e in events[:2]] == [(title, "queued on Ray") for title in titles]
     assert sorted((e.run, e.phase) for e in events[2:]) == sorted((title, "done") for title in titles)

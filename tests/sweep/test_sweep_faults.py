@@ -56,8 +56,13 @@ def test_a_local_sweep_counts_a_run_that_reads_back_incomplete_as_failed(tmp_pat
             (next((tmp_path / "runs").iterdir()) / "summary.json").unlink()
 
     seen = []
-    (outcome,) = run_sweep([preset_config("smoke", "lora")], tmp_path / "runs", "local",
-                           on_progress=counts_seen(seen), run_progress=lose_the_summary)  # fmt: skip
+    (outcome,) = run_sweep(
+        [preset_config("smoke", "lora")],
+        tmp_path / "runs",
+        "local",
+        on_progress=counts_seen(seen),
+        run_progress=lose_the_summary,
+    )
     assert outcome.run is not None and outcome.run.status == "incomplete" and outcome.run.epochs_done == 2
     assert outcome.failed and seen == [(0, 1, 0), (1, 0, 1)]
     assert finished_line(outcome).startswith("lora · seed 0: incomplete (trained, local on ")
@@ -70,8 +75,13 @@ def test_the_ray_sweep_lowers_running_as_each_task_finishes(tmp_path):
     seen = []
     ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
-        outcomes = run_sweep(configs, tmp_path, "ray", ray_options=RayOptions(cpus_per_run=1, gpus_per_run=0),
-                             on_progress=counts_seen(seen))  # fmt: skip
+        outcomes = run_sweep(
+            configs,
+            tmp_path,
+            "ray",
+            ray_options=RayOptions(cpus_per_run=1, gpus_per_run=0),
+            on_progress=counts_seen(seen),
+        )
     finally:
         ray.shutdown()
     assert [outcome.failed for outcome in outcomes] == [False, False]

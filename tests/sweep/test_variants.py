@@ -20,8 +20,11 @@ def test_a_method_s_variants_become_its_comparison_s_configs_as_compare_always_l
     assert [config.label for config in configs] == [f"{STARTING} 1H", f"{STARTING} 4H averaged"]
     assert configs[0].method_options == {}
     # the order config.json stores: the written-in default, the comparison's options, the variant's own
-    assert list(configs[1].method_options.items()) == [("init_perturbation", 0.1), ("n_heads", 4),
-                                                       ("average_heads", True)]  # fmt: skip
+    assert list(configs[1].method_options.items()) == [
+        ("init_perturbation", 0.1),
+        ("n_heads", 4),
+        ("average_heads", True),
+    ]
     given = variant_configs(preset_config("smoke", STARTING, method_options={"init_perturbation": 0.3}))
     assert given[1].method_options["init_perturbation"] == 0.3  # a given option wins over the written-in default
     plain = preset_config("smoke", "lora")

@@ -41,10 +41,30 @@ def launch_two_processes(store: Path, *flags: str) -> subprocess.CompletedProces
     starts one process, silently. `--multi_gpu` starts them through torchrun, GPU or not.
     """
     command = [
-        sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--multi_gpu",
-        "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-        "-m", "peftviz", "train", "--preset", "smoke", "--device", "cpu", "--runs-dir", str(store), *flags,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "accelerate.commands.accelerate_cli",
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+        "peftviz",
+        "train",
+        "--preset",
+        "smoke",
+        "--device",
+        "cpu",
+        "--runs-dir",
+        str(store),
+        *flags,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # two processes on two cores
     return subprocess.run(command, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 

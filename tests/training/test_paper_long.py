@@ -13,8 +13,12 @@ PAPER_DATASETS = ("arxiv", "hyperpartisan", "20newsgroups")
 # the paper's long-document table (Table 2) and its Appendix B searches, typed from the paper
 TABLE_METHODS = ("fine-tuning", "prefix-tuning", "prefix-propagation", "kernel-prefix-propagation")
 PREFIX_SEARCH = (5e-4, 1e-3, 5e-3, 1e-2, 5e-2)
-SEARCHES = {"fine-tuning": (3e-5, 5e-5), "prefix-tuning": PREFIX_SEARCH, "prefix-propagation": PREFIX_SEARCH,
-            "kernel-prefix-propagation": PREFIX_SEARCH}  # fmt: skip
+SEARCHES = {
+    "fine-tuning": (3e-5, 5e-5),
+    "prefix-tuning": PREFIX_SEARCH,
+    "prefix-propagation": PREFIX_SEARCH,
+    "kernel-prefix-propagation": PREFIX_SEARCH,
+}
 TABLE_5_EPOCHS = {"arxiv": 10, "hyperpartisan": 20, "20newsgroups": 10}
 THE_COMMAND = "compare --preset paper-long --dataset arxiv,hyperpartisan,20newsgroups --seeds 3 --engine ray"
 

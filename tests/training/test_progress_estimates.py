@@ -16,8 +16,9 @@ def running_job(runs: int = 1) -> Job:
     return job
 
 
-def train_epoch(job: Job, name: str, epoch: int, start: float, step_s: float, batches: int = 10,
-                epochs: int = 3) -> float:  # fmt: skip
+def train_epoch(
+    job: Job, name: str, epoch: int, start: float, step_s: float, batches: int = 10, epochs: int = 3
+) -> float:
     """Events of one epoch's steps, `step_s` apart from `start`; returns the time of the last."""
     for batch in range(1, batches + 1):
         job.record(Progress(name, "train", epoch, epochs, batch, batches), now=start + batch * step_s)

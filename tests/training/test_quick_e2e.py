@@ -21,8 +21,12 @@ def test_quick_comparison_trains_every_method_to_85_percent_within_12_minutes(tm
     started = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-m", "peftviz", "compare", "--preset", "quick", "--runs-dir", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=20 * 60, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=20 * 60,
+        check=False,
+    )
     minutes = (time.perf_counter() - started) / 60
     assert result.returncode == 0, result.stderr[-2000:]
     runs = list_runs(tmp_path)

@@ -37,8 +37,9 @@ def prepared(scaler=None, seed: int = 0) -> SimpleNamespace:
     model = Tiny(4, 3)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, total_iters=10)
-    return SimpleNamespace(model=model, optimizer=optimizer, scheduler=scheduler, generator=torch.Generator(),
-                           scaler=scaler)  # fmt: skip
+    return SimpleNamespace(
+        model=model, optimizer=optimizer, scheduler=scheduler, generator=torch.Generator(), scaler=scaler
+    )
 
 
 def fresh_scaler() -> torch.amp.GradScaler:
@@ -84,8 +85,9 @@ def test_the_scalers_state_is_written_and_restored(tmp_path):
 
 
 def test_the_scalers_settings_come_back_too(tmp_path):
-    trained = prepared(torch.amp.GradScaler("cpu", init_scale=8.0, growth_factor=4.0, backoff_factor=0.25,
-                                            growth_interval=7))  # fmt: skip
+    trained = prepared(
+        torch.amp.GradScaler("cpu", init_scale=8.0, growth_factor=4.0, backoff_factor=0.25, growth_interval=7)
+    )
     train_steps(trained, overflow_at=(0,))
     _, tensors, metadata = checkpoint.read_state(written(tmp_path, trained))
     resumed = prepared(fresh_scaler())

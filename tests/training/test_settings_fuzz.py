@@ -34,15 +34,43 @@ DEVICES = ("auto", "cpu", "cuda", "cuda:0", "cuda:12")
 
 HOSTILE = st.one_of(
     st.sampled_from(
-        [math.nan, math.inf, -math.inf, True, False, None, "", "3", "1e-3", "nan", 3.0, 0.5, -1, 0, -0.0,
-         10**6, 10**30, -(10**30), 2**64, 10**400, 1e308, 5e-324, [], {}, [1], {"a": 1}, "cuda:x", "\n"]
+        [
+            math.nan,
+            math.inf,
+            -math.inf,
+            True,
+            False,
+            None,
+            "",
+            "3",
+            "1e-3",
+            "nan",
+            3.0,
+            0.5,
+            -1,
+            0,
+            -0.0,
+            10**6,
+            10**30,
+            -(10**30),
+            2**64,
+            10**400,
+            1e308,
+            5e-324,
+            [],
+            {},
+            [1],
+            {"a": 1},
+            "cuda:x",
+            "\n",
+        ]
     ),
     st.integers(),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=6),
     st.lists(st.integers(), max_size=2),
     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
-)  # fmt: skip
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,9 +228,13 @@ def valid_value(options_class, name: str) -> st.SearchStrategy:
         low = bounds.at_least if bounds.at_least is not None else bounds.above
         high = bounds.at_most if bounds.at_most is not None else bounds.below
         strategy = st.floats(
-            min_value=low, max_value=high, exclude_min=bounds.above is not None, exclude_max=bounds.below is not None,
-            allow_nan=False, allow_infinity=False,
-        )  # fmt: skip
+            min_value=low,
+            max_value=high,
+            exclude_min=bounds.above is not None,
+            exclude_max=bounds.below is not None,
+            allow_nan=False,
+            allow_infinity=False,
+        )
     else:
         longest = options_class.max_chars().get(name)
         at_bound = [] if longest is None else [st.sampled_from(["x" * longest, "İ" * longest])]

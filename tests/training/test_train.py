@@ -38,9 +38,13 @@ def smoke_runs(tmp_path_factory):
 def test_compare_writes_one_complete_run_per_method(smoke_runs):
     store, runs, _ = smoke_runs
     assert [run.label for run in runs] == [
-        "fine-tuning", "prefix-tuning", "prefix-propagation", "kernel-prefix-propagation",
-        "tiny-attention 1H", "tiny-attention 4H averaged",
-    ]  # fmt: skip
+        "fine-tuning",
+        "prefix-tuning",
+        "prefix-propagation",
+        "kernel-prefix-propagation",
+        "tiny-attention 1H",
+        "tiny-attention 4H averaged",
+    ]
     listed = list_runs(store)
     assert sorted(r.name for r in listed) == sorted(r.name for r in runs)
     for run in listed:
@@ -117,9 +121,22 @@ def test_non_finite_loss_stops_the_run_and_keeps_finished_epochs(tmp_path, monke
     assert run.predictions(1)[0].shape[0] == run.metrics[0]["n"]
 
 
+@pytest.mark.slow  # trains on the shipped MiniLM in a child process, then kills it
 def test_a_killed_run_lists_as_incomplete_and_loads_its_finished_epochs(tmp_path):
-    command = [sys.executable, "-m", "peftviz", "train", "--preset", "smoke", "--method", "prefix-propagation",
-               "--epochs", "200", "--runs-dir", str(tmp_path)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "peftviz",
+        "train",
+        "--preset",
+        "smoke",
+        "--method",
+        "prefix-propagation",
+        "--epochs",
+        "200",
+        "--runs-dir",
+        str(tmp_path),
+    ]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 120
