@@ -11,6 +11,6 @@ bash scripts/setup-tests.sh
 .venv/bin/ruff format --check .
 # NO_MKDOCS_2_WARNING: mkdocs-material prints a banner about its end of life on every build otherwise
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$site_dir"
-# two pytest-xdist workers (tests/conftest.py: a trained store is built once and shared, Ray, Chromium and the
-# newcomer's walk each on one worker); PEFTVIZ_TEST_WORKERS=0 runs in this process
+# two pytest-xdist workers (docs/tests.md, "Two workers": each trained store built once and shared; a test file's
+# tests on one worker, Chromium's with the newcomer's walk on one, Ray's on one); PEFTVIZ_TEST_WORKERS=0: one process
 .venv/bin/python -m pytest -n "${PEFTVIZ_TEST_WORKERS:-2}" --dist loadgroup "$@"
