@@ -20,8 +20,8 @@ from tests.support.helpers import BERT_FAMILIES, FAMILIES
 TRAINED_STORES = {"smoke_store", "seeds_store", "mixed_store", "newcomer_walk", "smoke_runs", "peft_store", "coverages"}
 # Under pytest-xdist (scripts/test.sh runs two workers) each group's tests run on one worker: a test file's tests
 # together, so that its module fixtures are built once, and across files those that start a local Ray cluster, and
-# those that drive Chromium (two browsers at once on two cores time out) with those of the newcomer's walk, whose Walk
-# holds a live job queue that cannot be shared between processes.
+# those that drive Chromium (one browser at a time: their audits wait on timeouts, and two browsers on two cores were
+# not tried) with those of the newcomer's walk, whose Walk holds a live job queue no other process can share.
 XDIST_GROUPS = (
     ("browser", lambda item: "browser" in item.keywords or "newcomer_walk" in item.fixturenames),
     ("ray", lambda item: "local_ray" in item.fixturenames or item.path.name == "test_page_home_train.py"),
