@@ -17,7 +17,7 @@ from tests.support.helpers import BERT_FAMILIES, FAMILIES
 # session stores trained on the shipped MiniLM (a minute or more each): a test that reads one is slow; so is a test
 # that reads a module's own runs trained on it (test_train.py's smoke comparison, the peft methods' pages store) or
 # the coverage simulation of the seed intervals (test_seed_bootstrap.py)
-TRAINED_STORES = {"smoke_store", "seeds_store", "mixed_store", "newcomer_walk", "smoke_runs", "peft_store", "coverages"}
+SLOW_FIXTURES = {"smoke_store", "seeds_store", "mixed_store", "newcomer_walk", "smoke_runs", "peft_store", "coverages"}
 # Under pytest-xdist (scripts/test.sh runs two workers) each group's tests run on one worker: a test file's tests
 # together, so that its module fixtures are built once, and across files those that start a local Ray cluster, and
 # those that drive Chromium (one browser at a time: their audits wait on timeouts, and two browsers on two cores were
@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "browser" in item.path.relative_to(config.rootpath).parts:
             item.add_marker(pytest.mark.browser)
-        if TRAINED_STORES & set(item.fixturenames):
+        if SLOW_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
         group = next((name for name, holds in XDIST_GROUPS if holds(item)), item.nodeid.split("::")[0])
         item.add_marker(pytest.mark.xdist_group(group))
