@@ -98,3 +98,54 @@ def test_a_python_started_elsewhere_without_pythonpath_imports_this_checkout(tmp
     where, top_level = found.stdout.splitlines()
     assert Path(where) == ROOT / "peftviz" / "__init__.py"
     assert top_level == "['peftviz']"  # the package only: not tests/, pages/ or benchmarks/
+
+
+# ---------------------------------------------------------------- packages installed without their dependencies
+
+NODEPS = "requirements-nodeps.txt"
+
+
+def declared_requirements(distribution: str) -> list[Requirement]:
+    """What an installed distribution declares it needs, less its extras' dependencies."""
+    import importlib.metadata
+
+    found = [Requirement(text) for text in importlib.metadata.requires(distribution) or []]
+    return [r for r in found if r.marker is None or "extra" not in str(r.marker)]
+
+
+def test_the_nodeps_pins_are_exact_and_nowhere_else():
+    """setup.sh installs requirements-nodeps.txt with --no-deps: each package pinned to one release (its dependencies
+    are written by hand for that release), and none also among the pins pip resolves (which would resolve it)."""
+    nodeps = pins(pin_file(NODEPS))
+    assert {"laplace-torch", "backpack-for-pytorch", "curvlinops-for-pytorch"} <= set(nodeps)
+    assert all(specifier.startswith("==") and "," not in specifier for specifier, _ in nodeps.values())
+    resolved = set(pins(declared(None))) | set(pins(declared("test"))) | set(pins(declared("docs")))
+    assert not set(nodeps) & resolved
+
+
+def test_each_nodeps_package_is_there_for_torchvision_and_its_other_dependencies_are_pinned():
+    """A package belongs in requirements-nodeps.txt when it declares torchvision or one of the file's packages (which
+    a plain install would resolve, torchvision with it); everything else it declares is in requirements.txt or the
+    file itself. Read from the installed packages' metadata."""
+    nodeps, runtime = set(pins(pin_file(NODEPS))), set(pins(pin_file("requirements.txt")))
+    for name in sorted(nodeps):
+        needs = {canonicalize_name(r.name) for r in declared_requirements(name)}
+        assert needs & ({"torchvision"} | nodeps), f"{name} declares neither torchvision nor a package of {NODEPS}"
+        missing = needs - {"torchvision"} - nodeps - runtime
+        assert not missing, f"{name} needs {sorted(missing)}, which no pin file installs"
+
+
+def test_no_pin_file_installs_torchvision():
+    """PyPI's torchvision wheel is a CUDA build that breaks the CPU torch (torchvision::nms)."""
+    files = ["requirements.txt", "requirements-test.txt", "requirements-docs.txt", NODEPS]
+    named = [set(pins(pin_file(name))) for name in files] + [set(pins(declared(None)))]
+    named += [set(pins(declared(extra))) for extra in ("test", "docs")]
+    assert all("torchvision" not in names for names in named)
+
+
+def test_setup_installs_the_nodeps_pins_without_dependencies_after_the_others():
+    lines = (ROOT / "scripts" / "setup.sh").read_text().splitlines()
+    nodeps = [i for i, line in enumerate(lines) if f"-r {NODEPS}" in line and not line.lstrip().startswith("#")]
+    assert len(nodeps) == 1 and "--no-deps" in lines[nodeps[0]].split()
+    others = [i for i, line in enumerate(lines) if "-r requirements.txt" in line and not line.lstrip().startswith("#")]
+    assert others and max(others) < nodeps[0]

@@ -8,6 +8,9 @@ import os
 import time
 from pathlib import Path
 
+from peftviz.analysis.uncertainty import MAX_PASSES
+from peftviz.analysis.uncertainty import METRICS as UNCERTAINTY_METRICS
+from peftviz.analysis.uncertainty import NAMES as UNCERTAINTY_NAMES
 from peftviz.calibration.estimators import DEFAULT_METRICS, ESTIMATORS
 from peftviz.errors import ConfigError
 from peftviz.files import atomic_write
@@ -56,7 +59,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
     parser.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
     _add_output_arguments(parser)
+    _add_uncertainty_arguments(parser)
     parser.add_argument("--runs-dir", type=Path, default=store_dir())
+
+
+def _add_uncertainty_arguments(parser: argparse.ArgumentParser) -> None:
+    """--uncertainty and the budget its methods share."""
+    parser.add_argument(
+        "--uncertainty",
+        type=uncertainty_flag,
+        default=None,
+        metavar="NAMES",
+        help=f"what fixes it: each method before and after these uncertainty methods, comma-separated, any subset of "
+        f"{','.join(UNCERTAINTY_NAMES)}, with intervals, the paired difference to the plain method and the cost "
+        "(PREFIX-uncertainty.csv; default metrics: " + ", ".join(UNCERTAINTY_METRICS) + ")",
+    )
+    parser.add_argument(
+        "--passes",
+        type=passes_flag,
+        default=3,
+        metavar="P",
+        help="--uncertainty's equal budget of forward passes: an ensemble of P seeds, MC dropout at T = P, Laplace's "
+        "Monte Carlo predictive with P samples (default: 3)",
+    )
+    parser.add_argument(
+        "--ensemble-average",
+        choices=["probabilities", "logits"],
+        default="probabilities",
+        help="what an ensemble averages: its members' probabilities (default) or their logits",
+    )
+    parser.add_argument(
+        "--laplace-predictive",
+        choices=["probit", "mc"],
+        default="probit",
+        help="Laplace's predictive: the probit approximation (one pass, default) or Monte Carlo with P samples",
+    )
 
 
 def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +138,27 @@ def power_target_flag(text: str) -> float:
     return target
 
 
+def uncertainty_flag(text: str) -> tuple[str, ...]:
+    """--uncertainty: comma-separated uncertainty methods, each once."""
+    from peftviz.analysis.uncertainty.registry import parse_names
+
+    try:
+        return parse_names(text)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--uncertainty: ")) from None
+
+
+def passes_flag(text: str) -> int:
+    """--passes: a whole number of forward passes, 1 to MAX_PASSES."""
+    try:
+        passes = int(text)
+    except ValueError:
+        passes = 0
+    if not 1 <= passes <= MAX_PASSES:
+        raise argparse.ArgumentTypeError(f"--passes takes a whole number from 1 to {MAX_PASSES}, not {text[:40]!r}")
+    return passes
+
+
 def csv_prefix_flag(text: str) -> Path:
     """--csv: a file name prefix, the folder before it optional (reports/run1: reports/run1-summary.csv, ...)."""
     name = text.rstrip().rsplit(os.sep, 1)[-1]
@@ -120,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
         args.bootstrap_seed,
         group_interval=args.group_interval,
     )
+    if args.uncertainty:
+        return _report_uncertainty(args, settings)
     group_stats.check_metrics(args.metrics)
     chosen = group_stats.choose(list_runs(args.runs_dir), args.units, args.dataset, settings.which)
     prefix = report_prefix(args.csv)
@@ -136,6 +196,31 @@ def run(args: argparse.Namespace) -> int:
         path = Path(f"{prefix}-{name}.csv")
         atomic_write(path, lambda tmp, table=table: table.to_csv(tmp, index=False))
         print(f"wrote {path}")
+    return 0
+
+
+def _report_uncertainty(args: argparse.Namespace, settings) -> int:
+    """`report --uncertainty`: the "What fixes it" table, one row per method and uncertainty method."""
+    import sys
+
+    from peftviz.analysis import group_stats
+    from peftviz.analysis.uncertainty import comparison
+
+    if args.epoch is not None:
+        raise ConfigError("--uncertainty judges the test split (the best epoch's model): leave out --epoch")
+    metrics = group_stats.check_metrics(args.metrics or UNCERTAINTY_METRICS)
+    requests = comparison.equal_budget(
+        args.uncertainty, args.passes, args.ensemble_average, {"predictive": args.laplace_predictive}
+    )
+    chosen = group_stats.choose(list_runs(args.runs_dir), args.units, args.dataset, "test")
+    prefix = report_prefix(args.csv)
+    result = comparison.compare_uncertainty(
+        chosen.units, requests, settings, metrics, progress=lambda what: print(f"computing {what}", file=sys.stderr)
+    )
+    print("\n".join([*chosen.left_out, comparison.markdown(result)]))
+    path = Path(f"{prefix}-uncertainty.csv")
+    atomic_write(path, lambda tmp: result.table.to_csv(tmp, index=False))
+    print(f"wrote {path}")
     return 0
 
 

@@ -67,6 +67,7 @@ ENTRIES: dict[str, str | NamedTuner] = {
         changes_base_weights=True,
     ),
     "lora-plus": "lora_plus:LoraPlus",
+    "monteclora": "monteclora:MonteCLoRA",
     "adalora": "adalora:AdaLoRA",
     "vera": NamedTuner(
         "VeRA",

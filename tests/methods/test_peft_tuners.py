@@ -187,5 +187,5 @@ def test_the_peft_method_set_is_the_methods_built_on_peft_s_layers():
     from peftviz.run_config import comparison_methods
 
     assert comparison_methods("peft") == peft_methods() == [name for name in METHODS if METHODS[name].peft_based]
-    assert len(peft_methods()) == 18 and {"lora", "dora", "adalora", "p-tuning"} <= set(peft_methods())
+    assert len(peft_methods()) == 19 and {"lora", "dora", "adalora", "p-tuning"} <= set(peft_methods())
     assert not {"prefix-tuning", "prompt-tuning", "bitfit"} & set(peft_methods())  # peftviz's own implementations

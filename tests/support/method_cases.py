@@ -231,6 +231,12 @@ METHOD_CASES = [
     MethodCase("pissa", "pissa", {}, lambda s: qv_maps(s) * 2 * LORA_R * s.D),
     MethodCase("olora", "olora", {}, lambda s: qv_maps(s) * 2 * LORA_R * s.D),
     MethodCase("lora-plus", "lora-plus", {"r": R, "loraplus_lr_ratio": 4.0}, lambda s: qv_maps(s) * 2 * R * s.D),
+    MethodCase(
+        "monteclora",
+        "monteclora",
+        {"r": R, "num_samples": 3, "use_entropy": True},  # LoRA's A, B and the sampler's s (r) and e (N) per map
+        lambda s: qv_maps(s) * (2 * R * s.D + R + 3),
+    ),
     MethodCase("adalora", "adalora", {}, adalora_params, frozen=adalora_maps),
     MethodCase(
         "vera",
