@@ -27,7 +27,6 @@ import inspect
 import json
 import os
 import re
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +35,6 @@ from peftviz.analysis.code_identity import code_identity
 from peftviz.calibration import estimators
 from peftviz.calibration.stats import interval_around, resample_indices
 from peftviz.errors import RunError
-from peftviz.files import FileProblem, check_regular
 from peftviz.store import caches, schema
 from peftviz.store.runs import Run
 
@@ -87,14 +85,7 @@ def read_estimates(path: Path, key: str, n_resamples: int) -> dict[str, tuple[fl
     """{metric: (value, draws (R,))} of an estimates cache whose key is `key`, every member checked;
     `schema.Corrupt` (a `RunError`) naming the file and the member otherwise."""
     file = f"{caches.ANALYSIS_DIR}/{ESTIMATES_DIR}/{path.name}"
-    try:
-        check_regular(path, schema.ANALYSIS_LIMIT, follow_symlinks=False)
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-    except FileProblem as problem:
-        raise schema.Corrupt(file, f"the file {problem}") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise schema.Corrupt(file, f"the file is not an npz archive ({str(err)[:60]})") from None
+    arrays = caches.read_arrays(path, file)
     stored_key = arrays.pop("key", None)
     if stored_key is None or stored_key.shape != () or str(stored_key) != key:
         raise schema.Corrupt(file, "key does not match the predictions, settings and code")

@@ -14,12 +14,14 @@ recomputation, so a write says whether it happened rather than raising.
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from peftviz.files import atomic_write, write_npz_atomic
+from peftviz.files import FileProblem, atomic_write, check_regular, write_npz_atomic
+from peftviz.store import schema
 
 ANALYSIS_DIR = "analysis"
 
@@ -60,3 +62,16 @@ def _through_link(run_folder: Path, path: Path) -> bool:
             return True
         folder = folder.parent
     return run_folder.is_symlink()
+
+
+def read_arrays(path: Path, file: str) -> dict[str, np.ndarray]:
+    """Every array of an npz cache (allow_pickle=False), the file first checked to be a regular file within
+    `schema.ANALYSIS_LIMIT`; `schema.Corrupt` naming `file` otherwise. What its members must be, its reader checks."""
+    try:
+        check_regular(path, schema.ANALYSIS_LIMIT, follow_symlinks=False)
+        with np.load(path, allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+    except FileProblem as problem:
+        raise schema.Corrupt(file, f"the file {problem}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise schema.Corrupt(file, f"the file is not an npz archive ({str(err)[:60]})") from None

@@ -28,7 +28,6 @@ import functools
 import hashlib
 import json
 import os
-import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -37,7 +36,6 @@ import numpy as np
 from peftviz.analysis.code_identity import code_identity
 from peftviz.analysis.uncertainty.base import Cost, Member
 from peftviz.errors import RunError
-from peftviz.files import FileProblem, check_regular
 from peftviz.store import caches, schema
 from peftviz.store.runs import Run
 
@@ -80,14 +78,7 @@ def read_member(path: Path, key: str, shapes: tuple[tuple, tuple]) -> dict[str, 
     """The arrays of a cached member whose key is `key` and whose validation and test have `shapes`,
     every member checked; `schema.Corrupt` (a `RunError`) naming the file and the member otherwise."""
     file = f"{caches.ANALYSIS_DIR}/{UNCERTAINTY_DIR}/{path.name}"
-    try:
-        check_regular(path, schema.ANALYSIS_LIMIT, follow_symlinks=False)
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-    except FileProblem as problem:
-        raise schema.Corrupt(file, f"the file {problem}") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise schema.Corrupt(file, f"the file is not an npz archive ({str(err)[:60]})") from None
+    arrays = caches.read_arrays(path, file)
     stored = arrays.get("key")
     if stored is None or stored.shape != () or str(stored) != key:
         raise schema.Corrupt(file, "key does not match the method, its options, the runs and the code")
@@ -129,15 +120,17 @@ def cached_member(
     path = caches.cache_path(runs[0].path, name)
     if os.path.lexists(path):
         try:
-            arrays = read_member(path, key, (val.shape, test.shape))
-            cost = Cost(int(arrays["passes"]), int(arrays["extra_parameters"]), float(arrays["seconds_per_1000"]))
-            return Member(tuple(runs), seed, arrays["validation"], arrays["test"], cost)
+            return _member_of(read_member(path, key, (val.shape, test.shape)), runs, seed)
         except RunError:
             pass  # computed again below, and written anew
     arrays = member_arrays(key, compute())
     caches.write_arrays(runs[0].path, name, arrays)
+    return _member_of(arrays, runs, seed)  # as written: the same numbers as read back
+
+
+def _member_of(arrays: dict[str, np.ndarray], runs: Sequence[Run], seed: int) -> Member:
     cost = Cost(int(arrays["passes"]), int(arrays["extra_parameters"]), float(arrays["seconds_per_1000"]))
-    return Member(tuple(runs), seed, arrays["validation"], arrays["test"], cost)  # as written: as read back
+    return Member(tuple(runs), seed, arrays["validation"], arrays["test"], cost)
 
 
 def member_arrays(key: str, member: Member) -> dict[str, np.ndarray]:
