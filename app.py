@@ -20,6 +20,7 @@ PAGES = [
     st.Page("pages/2_Calibration.py", title="Calibration", url_path="Calibration"),
     st.Page("pages/7_Confidence.py", title="Confidence", url_path="Confidence"),
     st.Page("pages/8_What_fixes_it.py", title="What fixes it", url_path="What_fixes_it"),
+    st.Page("pages/9_Under_shift.py", title="Under shift", url_path="Under_shift"),
     st.Page("pages/3_Attention.py", title="Attention", url_path="Attention"),
     st.Page("pages/4_Kernel.py", title="Kernel", url_path="Kernel"),
     st.Page("pages/5_Tiny_attention_heads.py", title="Tiny-attention heads", url_path="Tiny_attention_heads"),

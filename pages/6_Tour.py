@@ -8,16 +8,19 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from peftviz.analysis import attention, kernel, tiny_heads
+from peftviz.analysis import attention, group_stats, kernel, tiny_heads
 from peftviz.analysis import calibration as calibration_analysis
+from peftviz.analysis.shift.shifts import corruption_grid
+from peftviz.analysis.shift.table import shift_table
 from peftviz.app import appkit, tour
 from peftviz.errors import PeftvizError
 from peftviz.figures import attention as attention_figures
 from peftviz.figures import kernel as kernel_figures
 from peftviz.figures import palette
 from peftviz.figures import tiny_heads as tiny_figures
+from peftviz.figures.shift import severity_figure
 from peftviz.figures.tour import ece_panels_figure, presentable, trainable_figure
-from peftviz.store.runs import group_runs
+from peftviz.store.runs import Group, group_runs
 
 # projector legibility: larger body text and equations, less chrome; the heading shrinks with the
 # window so a step's title stays on one line and its figure above the fold of a 720-pixel window
@@ -97,12 +100,31 @@ def averaging_figure(runs, in_store):
     return tiny_figures.similarity_figure(similarities[layer], layer)
 
 
+def _shift_ece(group: Group):
+    """The ECE rows of the Under shift page's table at its defaults (every family, severities 0 to 5, 200
+    resamples): each model runs on the noisy test text once, its predictions kept in its run folder for both."""
+    settings = group_stats.Settings(n_resamples=200)
+    return shift_table(group_runs(group.runs), corruption_grid(), settings, metrics=("ece",)).table
+
+
+def shift_figure(runs, in_store):
+    """ECE against the severity of the noise, a panel per setting (a group of seeds: their mean)."""
+    table = appkit.per_run(
+        _shift_ece, Group("tour-shift", runs), spinner="Running each model on noisy test text (once: kept in its run)…"
+    )
+    groups = group_runs(runs)
+    names = group_stats.unique_names(groups)
+    series = {names[group.key]: palette.unit_series(group.runs, in_store) for group in groups}
+    return severity_figure(table, "ece", series, compact=True)
+
+
 FIGURES = {
     "prefixes": prefixes_figure,
     "attention": attention_figure,
     "kernel": kernel_figure,
     "calibration": calibration_figure,
     "averaging": averaging_figure,
+    "shift": shift_figure,
 }
 
 

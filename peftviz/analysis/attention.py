@@ -148,6 +148,14 @@ def lambda_c(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> np
     return torch.stack(per_layer).permute(0, 2, 1, 3).numpy()  # (L, H, B, T)
 
 
+def document_prefix_mass(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> np.ndarray:
+    """(B,) float32: each document's λ(C) (`lambda_c`) averaged over layers, heads and its text tokens, the
+    padding left out: how much of its attention the document gives the prefixes."""
+    per_token = lambda_c(model, input_ids, attention_mask).mean(axis=(0, 1))  # (B, T)
+    mask = attention_mask.cpu().numpy().astype(np.float32)  # (B, T)
+    return ((per_token * mask).sum(1) / np.maximum(mask.sum(1), 1)).astype(np.float32)
+
+
 def alpha_prefix_share(model) -> np.ndarray | None:
     """(L,) α / (1 + α): the share of every query's output the kernel form gives the prefixes.
 

@@ -9,6 +9,7 @@ method to train instead of drawing an empty figure. The steps, in order:
 3. kernel            λ(C) against α: what the kernel form fixes to a constant
 4. calibration       ECE over epochs, a panel per method (a setting at several seeds: their mean)
 5. averaging         tiny-attention's heads: how different they became, before they are averaged
+6. shift             ECE as the test text gets noisier, a panel per method (the Under shift page's defaults)
 
 Every step draws from one comparison (`comparison_of`): the complete runs trained on one model and
 dataset with the same data and budget (`COMPARISON_SETTINGS`), so that the steps compare like with like
@@ -237,6 +238,17 @@ STEPS = [
         r"\end{aligned}",
         "Train the quick comparison on the Home page: its 4-head adapter run.",
         most_heads,
+    ),
+    Step(
+        "shift",
+        "Under shift: does calibration hold on noisy text?",
+        "Each model reads its test documents again with typos, keyboard slips, OCR errors or deleted words in 5% "
+        "to 50% of the words (severities 1 to 5, after Ovadia et al., 2019), and ECE is measured at each severity. "
+        "A line that climbs is a model growing confidently wrong on text unlike what it was trained on; the Under "
+        "shift page adds the intervals, the tests between methods and conformal coverage.",
+        r"\mathrm{ECE}_s = \frac{1}{|F|} \sum_{f \in F} \mathrm{ECE}\big(\text{test}_{f,\,s}\big), \quad s = 0, \dots, 5",
+        "Train the quick comparison on the Home page.",
+        with_their_seeds,
     ),
 ]
 

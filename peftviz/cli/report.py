@@ -8,6 +8,7 @@ import os
 import time
 from pathlib import Path
 
+from peftviz.analysis.shift import FAMILIES, SEVERITIES
 from peftviz.analysis.uncertainty import MAX_PASSES
 from peftviz.analysis.uncertainty import METRICS as UNCERTAINTY_METRICS
 from peftviz.analysis.uncertainty import NAMES as UNCERTAINTY_NAMES
@@ -60,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
     _add_output_arguments(parser)
     _add_uncertainty_arguments(parser)
+    _add_shift_arguments(parser)
     parser.add_argument("--runs-dir", type=Path, default=store_dir())
 
 
@@ -93,6 +95,47 @@ def _add_uncertainty_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["probit", "mc"],
         default="probit",
         help="Laplace's predictive: the probit approximation (one pass, default) or Monte Carlo with P samples",
+    )
+
+
+def _add_shift_arguments(parser: argparse.ArgumentParser) -> None:
+    """--shift and what it evaluates."""
+    parser.add_argument(
+        "--shift",
+        action="store_true",
+        help="calibration under shift: each method on its test split corrupted by --shift-families at "
+        "--shift-severities (and on --shift-dataset), one row per method and severity with the families' spread, "
+        "the significant differences between methods (PREFIX-shift.csv, -shift-pairs.csv, -shift-coverage.csv); "
+        "with --uncertainty, its methods that need no model run too",
+    )
+    parser.add_argument(
+        "--shift-families",
+        type=families_flag,
+        default=FAMILIES,
+        metavar="NAMES",
+        help=f"--shift's corruption families, comma-separated (default: all: {','.join(FAMILIES)})",
+    )
+    parser.add_argument(
+        "--shift-severities",
+        type=severities_flag,
+        default=SEVERITIES,
+        metavar="LIST",
+        help=f"--shift's severities, {SEVERITIES[0]} (the test split itself) to {SEVERITIES[-1]}, e.g. 0,3,5 or 0-5 "
+        f"(default: 0-{SEVERITIES[-1]})",
+    )
+    parser.add_argument(
+        "--shift-dataset",
+        action="append",
+        default=None,
+        metavar="DATASET",
+        help="--shift: also evaluate on this dataset with the runs' labels (a domain shift: a file, folder or "
+        "name); repeat for several",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="--shift: evaluate the runs here (default) or one Ray task per run",
     )
 
 
@@ -159,6 +202,24 @@ def passes_flag(text: str) -> int:
     return passes
 
 
+def families_flag(text: str) -> tuple[str, ...]:
+    from peftviz.analysis.shift.shifts import parse_families
+
+    try:
+        return parse_families(text)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def severities_flag(text: str) -> tuple[int, ...]:
+    from peftviz.analysis.shift.shifts import parse_severities
+
+    try:
+        return parse_severities(text)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def csv_prefix_flag(text: str) -> Path:
     """--csv: a file name prefix, the folder before it optional (reports/run1: reports/run1-summary.csv, ...)."""
     name = text.rstrip().rsplit(os.sep, 1)[-1]
@@ -178,6 +239,9 @@ def run(args: argparse.Namespace) -> int:
         args.bootstrap_seed,
         group_interval=args.group_interval,
     )
+    if args.shift:
+        return _report_shift(args, settings)
+    _refuse_shift_flags(args)
     if args.uncertainty:
         return _report_uncertainty(args, settings)
     group_stats.check_metrics(args.metrics)
@@ -221,6 +285,55 @@ def _report_uncertainty(args: argparse.Namespace, settings) -> int:
     path = Path(f"{prefix}-uncertainty.csv")
     atomic_write(path, lambda tmp: result.table.to_csv(tmp, index=False))
     print(f"wrote {path}")
+    return 0
+
+
+def _refuse_shift_flags(args: argparse.Namespace) -> None:
+    given = [
+        flag
+        for flag, value, default in (
+            ("--shift-families", args.shift_families, FAMILIES),
+            ("--shift-severities", args.shift_severities, SEVERITIES),
+            ("--shift-dataset", args.shift_dataset, None),
+            ("--engine", args.engine, "local"),
+        )
+        if value != default
+    ]
+    if given:
+        raise ConfigError(f"{', '.join(given)} choose what --shift evaluates: add --shift, or leave them out")
+
+
+def _report_shift(args: argparse.Namespace, settings) -> int:
+    """`report --shift`: calibration under shift, one row per method and severity."""
+    import sys
+
+    from peftviz.analysis import group_stats
+    from peftviz.analysis.shift.shifts import Shift, corruption_grid
+    from peftviz.analysis.shift.table import METRICS, markdown, shift_table
+    from peftviz.analysis.uncertainty import comparison
+
+    if args.epoch is not None:
+        raise ConfigError("--shift judges the test split (the best epoch's model): leave out --epoch")
+    metrics = group_stats.check_metrics(args.metrics or METRICS)
+    shifts = corruption_grid(args.shift_families, args.shift_severities)
+    shifts += [Shift("domain", None, spec) for spec in dict.fromkeys(args.shift_dataset or [])]
+    requests = comparison.equal_budget(args.uncertainty, args.passes, args.ensemble_average) if args.uncertainty else []
+    chosen = group_stats.choose(list_runs(args.runs_dir), args.units, args.dataset, "test")
+    prefix = report_prefix(args.csv)
+    result = shift_table(
+        chosen.units,
+        shifts,
+        settings,
+        metrics,
+        requests,
+        engine=args.engine,
+        progress=lambda what: print(f"evaluating {what}", file=sys.stderr),
+    )
+    print("\n".join([*chosen.left_out, markdown(result)]))
+    for name, table in (("shift", result.table), ("shift-pairs", result.pairs), ("shift-coverage", result.coverage)):
+        path = Path(f"{prefix}-{name}.csv")
+        atomic_write(path, lambda tmp, table=table: table.to_csv(tmp, index=False))
+        print(f"wrote {path}")
     return 0
 
 

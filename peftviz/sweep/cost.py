@@ -52,7 +52,10 @@ N_train, N_val and N_test are the recorded split sizes, each cut to the run's `l
 (`split_sizes`: `load_data` keeps at most that many documents of every split). Every batch counts as full (the
 last one of a split is smaller: an overestimate of at most one batch per split and epoch); a method that changes
 the model after training and evaluates it again (averaged heads) is counted without that one extra evaluation.
-Loading, writing and the data's tokenisation are not counted.
+Loading, writing and the data's tokenisation are not counted. The plan's last column is what one severity of
+`report --shift` costs the run afterwards (`analysis.shift`): its test split under each corruption family,
+len(FAMILIES) · ceil(N_test / B) · t_infer(T̄) seconds (not counted: the corruption itself, 1 to 4 s per 1,000 BBC News articles and
+family on one CPU core, measured for docs/costs.md).
 
 **What a plan leaves out** (`plan_table` with the sweep's `actions`): a configuration whose run is complete in the
 store is left out, as the sweep skips it; a stopped run is counted whole, though the sweep resumes it; a run
@@ -84,6 +87,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from peftviz.analysis.shift import FAMILIES
 from peftviz.data.checks import printable
 from peftviz.errors import ConfigError, ModelLoadError, PeftvizError
 from peftviz.files import MB
@@ -691,6 +695,7 @@ class RunCost:
     batch_length: float  # expected padded tokens of a batch
     train_seconds: float
     eval_seconds: float
+    shift_seconds: float = 0.0  # one severity of `report --shift`: the test split under every corruption family
 
     @property
     def hours(self) -> float:
@@ -708,7 +713,8 @@ def run_cost(config: TrainConfig, stats, step_times: StepTimes) -> RunCost:
     train = micro_batches * step_times.seconds("forward_backward", label, length, B)
     train += optimizer_steps * step_times.optimizer[label]
     evaluate = eval_batches * step_times.seconds("inference", label, length, B)
-    return RunCost(optimizer_steps, micro_batches, eval_batches, length, train, evaluate)
+    shift = len(FAMILIES) * math.ceil(splits.get("test", 0) / B) * step_times.seconds("inference", label, length, B)
+    return RunCost(optimizer_steps, micro_batches, eval_batches, length, train, evaluate, shift)
 
 
 def split_sizes(config: TrainConfig, stats) -> dict[str, int]:
@@ -769,6 +775,7 @@ def plan_table(
                 "optimizer steps": cost.optimizer_steps,
                 "micro-batch length": round(cost.batch_length),
                 "est. hours": cost.hours,
+                "shift s / severity": round(cost.shift_seconds, 1),
             }
         )
     said += _limit_lines(counted, stats) + _model_lines(counted, step_times)

@@ -32,6 +32,7 @@ PAGES = {
     "Calibration": 10,  # 6 reliability diagrams, smooth, ECE, differences, recalibration
     "Confidence": 2,  # risk–coverage, conformal sets over epochs
     "What_fixes_it": 1,  # the forest plot (ensembles by size need a group of two seeds)
+    "Under_shift": 4,  # ECE and accuracy against severity, coverage, attention on the prefix
     "Attention": 3,
     "Kernel": 2,
     "Tiny_attention_heads": 3,
@@ -139,11 +140,11 @@ def test_every_tour_step_passes_the_audit_and_its_figure_fits_the_window(server,
 
 
 def test_the_groups_view_passes_the_figure_audit(seeds_store, browser):
-    """Two seeds per method: the Calibration, Confidence and What fixes it pages open on groups (a mean, its band;
-    ensembles by size)."""
+    """Two seeds per method: the Calibration, Confidence, What fixes it and Under shift pages open on groups (a mean,
+    its band; ensembles by size; a group's seeds pooled in the attention figure)."""
     with serving(seeds_store) as url:
         for size in SIZES:
-            for path, charts in (("Calibration", 4), ("Confidence", 2), ("What_fixes_it", 2)):
+            for path, charts in (("Calibration", 4), ("Confidence", 2), ("What_fixes_it", 2), ("Under_shift", 4)):
                 with opened(browser, f"{url}/{path}", charts, size) as page:
                     problems = audited(page, SCREENSHOTS / "seeds", f"{path}-groups")
                     assert problems == [], "\n".join(problems)
@@ -311,6 +312,7 @@ def test_a_new_servers_first_visitor_gets_the_apps_pages_at_any_link(smoke_store
         "Calibration",
         "Confidence",
         "What fixes it",
+        "Under shift",
         "Attention",
         "Kernel",
         "Tiny-attention heads",

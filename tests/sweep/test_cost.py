@@ -153,6 +153,8 @@ def test_a_run_s_steps_and_batches_by_hand(splits, batch, effective, epochs, ste
     assert got.batch_length == pytest.approx(768)  # every document 768 tokens
     # 0.15 s a micro-batch and 0.045 s an inference batch at 768 tokens (halfway), 0.05 s an AdamW step
     assert got.hours == pytest.approx((micro_batches * 0.15 + steps * 0.05 + eval_batches * 0.045) / 3600)
+    # one severity of `report --shift`: the test split under each of the four corruption families
+    assert got.shift_seconds == pytest.approx(4 * math.ceil(splits["test"] / batch) * 0.045)
 
 
 def test_hyperpartisan_s_recorded_train_split_gives_340_steps_in_20_epochs_of_effective_batch_32():
