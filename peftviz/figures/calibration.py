@@ -378,24 +378,34 @@ def panel_grid(names: list[str], row_px: int, title: str, x_title: str, secondar
     The last panel of each column carries the x axis's ticks and `x_title`; empty cells draw nothing."""
     columns = min(len(names), PANEL_COLUMNS)
     rows = math.ceil(len(names) / columns)
+    fig, where = shared_grid(names, rows, columns, x_title, 0.05, secondary_y)
+    fig.update_layout(height=PANEL_TOP_PX + PANEL_MARGIN["b"] + rows * row_px, margin=PANEL_MARGIN, showlegend=False)
+    respace_rows(fig, rows * row_px, PANEL_GAP_PX)
+    title_over_plot(fig, title, PANEL_TITLE_PX)
+    return fig, where
+
+
+def shared_grid(
+    names: list[str], rows: int, columns: int, x_title: str, spacing: float, secondary_y: bool = False
+) -> tuple:
+    """`rows` × `columns` subplots on shared axes, one titled by each name in reading order; each column's lowest
+    panel carries the x axis's ticks and `x_title`, and the empty cells under it are hidden. Returns the figure
+    and name -> {"row", "col"}: what `panel_grid` and the Tour's compact grids lay out their own way."""
     fig = make_subplots(
         rows=rows,
         cols=columns,
         shared_xaxes="all",
         shared_yaxes="all",
         subplot_titles=names,
-        horizontal_spacing=0.05,
+        horizontal_spacing=spacing,
         specs=[[{"secondary_y": secondary_y}] * columns] * rows,
     )
-    fig.update_layout(height=PANEL_TOP_PX + PANEL_MARGIN["b"] + rows * row_px, margin=PANEL_MARGIN, showlegend=False)
     for col in range(1, columns + 1):
         last = rows if (rows - 1) * columns + col <= len(names) else rows - 1  # the column's lowest panel
         fig.update_xaxes(showticklabels=True, title_text=x_title, row=last, col=col)
         for row in range(last + 1, rows + 1):  # an empty cell under it
             fig.update_xaxes(visible=False, row=row, col=col)
             fig.update_yaxes(visible=False, row=row, col=col)
-    respace_rows(fig, rows * row_px, PANEL_GAP_PX)
-    title_over_plot(fig, title, PANEL_TITLE_PX)
     return fig, {name: {"row": i // columns + 1, "col": i % columns + 1} for i, name in enumerate(names)}
 
 

@@ -33,11 +33,10 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from peftviz.analysis.shift import DOMAIN, SHARES
 from peftviz.calibration.estimators import ESTIMATORS
-from peftviz.figures.calibration import ACCURACY_COLOR, OVER_COLOR, panel_grid, shaded_band
+from peftviz.figures.calibration import ACCURACY_COLOR, OVER_COLOR, panel_grid, shaded_band, shared_grid
 from peftviz.figures.palette import Series, color, series_of, translucent
 from peftviz.figures.uncertainty import _subtitle
 
@@ -146,26 +145,12 @@ def compact_grid(names: list[str], title: str, x_title: str) -> tuple:
     else two rows (three beyond 12), up to MAX_COMPACT_COLUMNS to a row, on shared axes; each column's lowest
     panel carries the x axis's ticks and `x_title`. Returns the figure and name -> {"row", "col"}."""
     rows = 1 if len(names) <= 4 else max(2, math.ceil(len(names) / MAX_COMPACT_COLUMNS))
-    columns = math.ceil(len(names) / rows)
-    fig = make_subplots(
-        rows=rows,
-        cols=columns,
-        shared_xaxes="all",
-        shared_yaxes="all",
-        subplot_titles=names,
-        horizontal_spacing=0.04,
-    )
-    for col in range(1, columns + 1):
-        last = rows if (rows - 1) * columns + col <= len(names) else rows - 1  # the column's lowest panel
-        fig.update_xaxes(showticklabels=True, title_text=x_title, row=last, col=col)
-        for row in range(last + 1, rows + 1):  # an empty cell under it
-            fig.update_xaxes(visible=False, row=row, col=col)
-            fig.update_yaxes(visible=False, row=row, col=col)
+    fig, where = shared_grid(names, rows, math.ceil(len(names) / rows), x_title, 0.04)
     # a column whose lowest panel is above the last row has its ticks under that row: `presentable` makes room
     fig.update_layout(
         title=title, showlegend=False, margin={"t": 10, "b": 60, "l": 60, "r": 20}, meta={"ticks_under_every_row": True}
     )
-    return fig, {name: {"row": i // columns + 1, "col": i % columns + 1} for i, name in enumerate(names)}
+    return fig, where
 
 
 def _against_severity(

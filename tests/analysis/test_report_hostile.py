@@ -7,9 +7,7 @@ report whose numbers are labelled with what they rest on: the epoch asked for, a
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import os
 from collections import Counter
 from pathlib import Path
@@ -19,11 +17,10 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from peftviz.analysis import group_stats
-from peftviz.cli import main
 from peftviz.errors import ConfigError, RunError
 from peftviz.store.runs import list_runs
 from tests.support.fake_runs import corrupt_run, write_run
-from tests.support.helpers import FUZZ
+from tests.support.helpers import FUZZ, run_report
 
 CASES = 150
 
@@ -41,16 +38,6 @@ def store(tmp_path_factory) -> Path:
     write_run(root, "lora", 0, data_seed=1)
     write_run(root, "lora", 0)  # the same settings and seed again: counted once
     return root
-
-
-def run_report(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(["report", *argv])
-        except SystemExit as exit_:  # argparse refusing an option
-            code = exit_.code
-    return code, out.getvalue(), err.getvalue()
 
 
 def report_in(store: Path, folder: Path, *argv: str) -> tuple[int, str, str]:

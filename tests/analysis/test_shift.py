@@ -3,8 +3,6 @@ resumable after a kill, idempotent, on Ray), domain shifts, the table's statisti
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import shutil
 from pathlib import Path
@@ -20,23 +18,13 @@ from peftviz.analysis.shift.shifts import Shift, shifted_texts
 from peftviz.analysis.uncertainty.comparison import equal_budget
 from peftviz.calibration.estimators import point_estimates
 from peftviz.calibration.recalibration import recalibrate
-from peftviz.cli import main
 from peftviz.errors import DataError
 from peftviz.store.runs import group_runs, list_runs
 from tests.support.fake_runs import LABELS, write_run
+from tests.support.helpers import run_report
 
 SETTINGS = group_stats.Settings(n_resamples=200)
 TWO = [Shift("typo", 2), Shift("word-deletion", 4)]
-
-
-def run_report(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(["report", *argv])
-        except SystemExit as exit_:  # argparse refusing an option
-            code = exit_.code
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

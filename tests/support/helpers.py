@@ -164,3 +164,18 @@ def tiny_model_folder(folder, family: str = "bert", seed: int = 0):
     encoder.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def run_report(argv: list[str]) -> tuple[int, str, str]:
+    """`peftviz report ARGV` in this process: (exit status, stdout, stderr); argparse's refusals end as their status."""
+    import io
+
+    from peftviz.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["report", *argv])
+        except SystemExit as exit_:  # argparse refusing an option
+            code = exit_.code
+    return code, out.getvalue(), err.getvalue()

@@ -25,7 +25,7 @@ import pandas as pd
 
 from peftviz.analysis.code_identity import code_identity
 from peftviz.analysis.shift import DOMAIN
-from peftviz.analysis.shift.evaluate import SHIFT_DIR, Progress, evaluate_run, shift_key
+from peftviz.analysis.shift.evaluate import SHIFT_DIR, Progress, evaluate_run, shift_key, shifted_loader
 from peftviz.analysis.shift.shifts import Shift, shifted_texts
 from peftviz.errors import RunError
 from peftviz.store import caches, schema
@@ -75,17 +75,13 @@ def _compute(run: Run, shifts: Sequence[Shift], progress: Progress | None) -> li
 
     from peftviz.analysis.attention import document_prefix_mass
     from peftviz.analysis.uncertainty.model_runs import with_model
-    from peftviz.training.inference import make_loader
 
     def compute(model, tokenizer, device) -> list[np.ndarray]:
         found = []
         for shift in shifts:
             if progress:
                 progress(f"{run.name} · prefix mass · {shift.name}")
-            texts, labels = shifted_texts(run, shift)
-            encoded = tokenizer(list(texts), truncation=True, max_length=run.config.max_length)
-            examples = [{"input_ids": ids, "label": y} for ids, y in zip(encoded["input_ids"], labels)]
-            loader = make_loader(examples, run.config.batch_size, tokenizer.pad_token_id)
+            loader = shifted_loader(run, shift, tokenizer)
             with torch.no_grad():
                 mass = np.concatenate(
                     [document_prefix_mass(model, b["input_ids"], b["attention_mask"]) for b in loader]

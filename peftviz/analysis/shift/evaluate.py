@@ -112,20 +112,27 @@ def cached_shift(run: Run, shift: Shift) -> Shifted | None:
     return Shifted(run, shift, arrays["probs"], arrays["labels"], float(arrays["seconds_per_1000"]))
 
 
+def shifted_loader(run: Run, shift: Shift, tokenizer):
+    """The run's documents under `shift`, tokenized and batched as in training, unshuffled."""
+    from peftviz.training.inference import make_loader
+
+    texts, labels = shifted_texts(run, shift)
+    encoded = tokenizer(list(texts), truncation=True, max_length=run.config.max_length)
+    examples = [{"input_ids": ids, "label": y} for ids, y in zip(encoded["input_ids"], labels)]
+    return make_loader(examples, run.config.batch_size, tokenizer.pad_token_id)
+
+
 def _compute(run: Run, shifts: Sequence[Shift], progress: Progress | None) -> list[Shifted]:
     """The run's model on each shift, each written as soon as it is done."""
     from peftviz.analysis.uncertainty.model_runs import per_1000, timed, with_model
-    from peftviz.training.inference import make_loader, predict
+    from peftviz.training.inference import predict
 
     def compute(model, tokenizer, device) -> list[Shifted]:
         found = []
         for shift in shifts:
             if progress:
                 progress(f"{run.name} · {shift.name}")
-            texts, labels = shifted_texts(run, shift)
-            encoded = tokenizer(list(texts), truncation=True, max_length=run.config.max_length)
-            examples = [{"input_ids": ids, "label": y} for ids, y in zip(encoded["input_ids"], labels)]
-            loader = make_loader(examples, run.config.batch_size, tokenizer.pad_token_id)
+            loader = shifted_loader(run, shift, tokenizer)
             (probs, got), seconds = timed(lambda loader=loader: predict(model, loader, device))
             found.append(Shifted(run, shift, probs, got, per_1000(seconds, len(got))))
             caches.write_arrays(run.path, cache_name(shift, key := shift_key(run, shift)), _arrays(key, found[-1]))
