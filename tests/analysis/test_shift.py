@@ -248,14 +248,18 @@ def test_report_shift_prints_a_row_per_method_and_severity_and_writes_three_csvs
     assert len(pd.read_csv(tmp_path / "r-shift-coverage.csv")) == 2 * 3
 
 
-def test_report_shift_evaluates_on_ray_as_locally(store, tmp_path):
+@pytest.fixture
+def local_ray():
+    """Ray on this machine with 2 CPUs (by this name, the test joins the suite's one "ray" worker group)."""
     ray = pytest.importorskip("ray")
-    runs = [a_run(store)]
     ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        on_ray, failed = engines.evaluate_runs(runs, TWO, engine="ray")
-    finally:
-        ray.shutdown()
+    yield
+    ray.shutdown()
+
+
+def test_report_shift_evaluates_on_ray_as_locally(store, local_ray):
+    runs = [a_run(store)]
+    on_ray, failed = engines.evaluate_runs(runs, TWO, engine="ray")
     assert len(cache_files(runs[0])) == 2 and failed == {}
     local = [evaluate._compute(runs[0], TWO, None)]
     for a, b in zip(on_ray[runs[0].name], local[0], strict=True):
