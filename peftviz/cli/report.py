@@ -17,6 +17,7 @@ from peftviz.errors import ConfigError
 from peftviz.files import atomic_write
 from peftviz.paths import reports_dir, store_dir
 from peftviz.store.runs import list_runs
+from peftviz.store.schema import ENGINES
 
 HELP = "compare runs or groups: each metric's mean and interval, and which differences are significant"
 
@@ -133,7 +134,7 @@ def _add_shift_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--engine",
-        choices=["local", "ray"],
+        choices=ENGINES,
         default="local",
         help="--shift: evaluate the runs here (default) or one Ray task per run",
     )

@@ -10,8 +10,6 @@ from peftviz.analysis.shift.shifts import Shift
 from peftviz.errors import PeftvizError
 from peftviz.store.runs import Run
 
-ENGINES = ("local", "ray")
-
 
 def evaluate_runs(
     runs: Sequence[Run], shifts: Sequence[Shift], engine: str = "local", progress: Progress | None = None
