@@ -169,18 +169,21 @@ class LoRA(PeftMethod):
     # Hu et al. train RoBERTa-base at 4e-4 … 5e-4 for 30–80 epochs; three short epochs need more
     learning_rates: ClassVar[dict[str, float]] = {"quick": 2e-3, "quick-long": 2e-3, "paper": 5e-4, "paper-long": 5e-4}
 
-    def attach(self, encoder) -> None:
+    def lora_settings(self) -> dict:
+        """peft's `LoraConfig` arguments for this method's options; a LoRA variant adds its own."""
         config: LoraMethodConfig = self.config
-        targets = config.peft_targets()
-        check_targets(encoder, targets, self.name)
-        peft_config = LoraConfig(
-            r=config.r,
-            lora_alpha=config.lora_alpha,
-            lora_dropout=config.lora_dropout,
-            target_modules=targets,
-            bias="none",
-        )
-        inject_adapter_in_model(peft_config, encoder)  # freezes everything but the new lora_A / lora_B
+        return {
+            "r": config.r,
+            "lora_alpha": config.lora_alpha,
+            "lora_dropout": config.lora_dropout,
+            "target_modules": config.peft_targets(),
+            "bias": "none",
+        }
+
+    def attach(self, encoder) -> None:
+        settings = self.lora_settings()
+        check_targets(encoder, settings["target_modules"], self.name)
+        inject_adapter_in_model(LoraConfig(**settings), encoder)  # freezes everything but the new lora_A / lora_B
         self._hooks.append(PeftInjection(encoder))
 
     def peft_config(self) -> dict:

@@ -56,12 +56,11 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 import torch
-from peft import LoraConfig, inject_adapter_in_model
 from peft.tuners.lora.config import MontecloraConfig
 from torch import Tensor, nn
 
 from peftviz.errors import ConfigError
-from peftviz.methods.lora import LoRA, LoraMethodConfig, PeftInjection, check_targets
+from peftviz.methods.lora import LoRA, LoraMethodConfig
 from peftviz.methods.registration import registered
 from peftviz.options import option, shown
 
@@ -144,21 +143,12 @@ class MonteCLoRA(LoRA):
     # peft's names of the options inside the adapter's sub-config: what `check_peft_values` names in refusals
     peft_names: ClassVar[dict[str, str]] = {name: f"monteclora_config.{name}" for name in MONTECLORA_FIELDS}
 
+    def lora_settings(self) -> dict:
+        return super().lora_settings() | {"monteclora_config": MontecloraConfig(**self.config.monteclora_settings())}
+
     def attach(self, encoder) -> None:
-        config: MonteCLoRAConfig = self.config
-        config.check_buffer()  # before peft draws the first buffer
-        targets = config.peft_targets()
-        check_targets(encoder, targets, self.name)
-        peft_config = LoraConfig(
-            r=config.r,
-            lora_alpha=config.lora_alpha,
-            lora_dropout=config.lora_dropout,
-            target_modules=targets,
-            bias="none",
-            monteclora_config=MontecloraConfig(**config.monteclora_settings()),
-        )
-        inject_adapter_in_model(peft_config, encoder)  # trains lora_A, lora_B and each sampler's s and e
-        self._hooks.append(PeftInjection(encoder))
+        self.config.check_buffer()  # before peft draws the first buffer
+        super().attach(encoder)  # trains lora_A, lora_B and each sampler's s and e
         # a plain list, not a ModuleList: the samplers are the encoder's modules, not the method's own
         self._samplers = [
             module.lora_monteclora_sampler["default"]

@@ -37,7 +37,7 @@ from peftviz.analysis.code_identity import code_identity
 from peftviz.analysis.uncertainty.base import Cost, Member
 from peftviz.errors import RunError
 from peftviz.store import caches, schema
-from peftviz.store.runs import Run
+from peftviz.store.runs import Group, Run
 
 UNCERTAINTY_DIR = "uncertainty"  # a cache folder of the run folder (`store.caches`)
 FORMAT = 1  # the file's layout (its members); the code that computes the values is in the key
@@ -126,6 +126,26 @@ def cached_member(
     arrays = member_arrays(key, compute())
     caches.write_arrays(runs[0].path, name, arrays)
     return _member_of(arrays, runs, seed)  # as written: the same numbers as read back
+
+
+def per_run_members(
+    method: str,
+    settings: dict,
+    module: str,
+    group: Group,
+    make: Callable[[Run], Member],
+    progress: Callable[[str], None] | None = None,
+    described: str = "",
+) -> list[Member]:
+    """One member per run of `group`, each `cached_member(method, settings, module, (run,), run.seed, ...)` made
+    by `make(run)` where not cached: the loop of every uncertainty method that keeps one member per seed.
+    `progress`, where given, hears "`described` · run name" before each run."""
+    found = []
+    for run in group.runs:
+        if progress:
+            progress(f"{described} · {run.name}")
+        found.append(cached_member(method, settings, module, (run,), run.seed, lambda run=run: make(run)))
+    return found
 
 
 def _member_of(arrays: dict[str, np.ndarray], runs: Sequence[Run], seed: int) -> Member:

@@ -73,6 +73,7 @@ from __future__ import annotations
 import copy
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -81,7 +82,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from peftviz.analysis.uncertainty.base import Cost, Member, Progress, UncertaintyMethod
-from peftviz.analysis.uncertainty.cache import cached_member
+from peftviz.analysis.uncertainty.cache import per_run_members
 from peftviz.analysis.uncertainty.model_runs import per_1000, split_loaders, timed, with_model
 from peftviz.errors import ConfigError
 from peftviz.options import Options, option
@@ -408,18 +409,12 @@ class Laplace(UncertaintyMethod):
 
     @classmethod
     def members(cls, group: Group, options: LaplaceOptions, progress: Progress | None = None) -> list[Member]:
-        found = []
-        for run in group.runs:
-            if progress:
-                progress(f"{cls.describe(options)} · {run.name}")
-            found.append(
-                cached_member(
-                    cls.name,
-                    options.to_dict(),
-                    __name__,
-                    (run,),
-                    run.seed,
-                    lambda run=run: laplace_member(run, options),
-                )
-            )
-        return found
+        return per_run_members(
+            cls.name,
+            options.to_dict(),
+            __name__,
+            group,
+            partial(laplace_member, options=options),
+            progress,
+            cls.describe(options),
+        )

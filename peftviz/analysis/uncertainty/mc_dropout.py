@@ -13,13 +13,14 @@ extra parameters, the T passes measured.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
 
 from peftviz.analysis.uncertainty import MAX_PASSES
 from peftviz.analysis.uncertainty.base import Cost, Member, Progress, UncertaintyMethod
-from peftviz.analysis.uncertainty.cache import cached_member
+from peftviz.analysis.uncertainty.cache import per_run_members
 from peftviz.analysis.uncertainty.model_runs import per_1000, split_loaders, timed, with_model
 from peftviz.options import Options, option
 from peftviz.store.runs import Group, Run
@@ -75,14 +76,13 @@ class MCDropout(UncertaintyMethod):
 
     @classmethod
     def members(cls, group: Group, options: MCDropoutOptions, progress: Progress | None = None) -> list[Member]:
-        found = []
-        for run in group.runs:
-            if progress:
-                progress(f"{cls.describe(options)} · {run.name}")
-            settings = {"passes": options.passes, "seed": options.seed}
-            found.append(
-                cached_member(
-                    cls.name, settings, __name__, (run,), run.seed, lambda run=run: mc_dropout_member(run, options)
-                )
-            )
-        return found
+        settings = {"passes": options.passes, "seed": options.seed}
+        return per_run_members(
+            cls.name,
+            settings,
+            __name__,
+            group,
+            partial(mc_dropout_member, options=options),
+            progress,
+            cls.describe(options),
+        )
