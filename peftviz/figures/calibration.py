@@ -571,8 +571,8 @@ def smooth_reliability_figure(
     titles = [f"{name}<br>smECE {diagram.smooth_ece:.4f}" for name, diagram in curves.items()]
     notes = ["dotted: each seed of a group"] if any(isinstance(d, GroupDiagram) for d in curves.values()) else []
     notes += ["dashed: perfect calibration", "grey: density of the confidences", "curve drawn where predictions are"]
-    subtitle = "<br>".join(_lines([*_band_parts(curves, band), *notes]))
-    fig, panels = panel_grid(titles, 230, f"{title}<br><sup>{subtitle}</sup>", "confidence", secondary_y=True)
+    heading = f"{title}<br>{subtitle([*_band_parts(curves, band), *notes])}"
+    fig, panels = panel_grid(titles, 230, heading, "confidence", secondary_y=True)
     for (name, diagram), panel in zip(curves.items(), titles):
         where, line_color = panels[panel], color(series_of(name, series))
         _add_density(fig, diagram, name, where)
@@ -617,15 +617,16 @@ def _band_parts(curves: dict[str, SmoothDiagram], band: str) -> list[str]:
     return [f"band: {parts[0]}", *parts[1:]]
 
 
-def _lines(parts: list[str], width: int = SUBTITLE_CHARS) -> list[str]:
-    """`parts` joined with " · " into lines of at most `width` characters (a part longer stands alone)."""
+def subtitle(parts: list[str], width: int = SUBTITLE_CHARS) -> str:
+    """`parts` joined with " · " into lines of at most `width` characters (a part longer stands alone), as one
+    small-type subtitle under a figure's title."""
     lines = [parts[0]]
     for part in parts[1:]:
         if len(lines[-1]) + 3 + len(part) <= width:
             lines[-1] += f" · {part}"
         else:
             lines.append(part)
-    return lines
+    return f"<sup>{'<br>'.join(lines)}</sup>"
 
 
 def _seed_curves(fig: go.Figure, diagram: SmoothDiagram, name: str, who: Series, supported, where: dict) -> None:

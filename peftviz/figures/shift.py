@@ -36,9 +36,8 @@ import plotly.graph_objects as go
 
 from peftviz.analysis.shift import DOMAIN, SHARES
 from peftviz.calibration.estimators import ESTIMATORS
-from peftviz.figures.calibration import ACCURACY_COLOR, OVER_COLOR, panel_grid, shaded_band, shared_grid
+from peftviz.figures.calibration import ACCURACY_COLOR, OVER_COLOR, panel_grid, shaded_band, shared_grid, subtitle
 from peftviz.figures.palette import Series, color, series_of, translucent
-from peftviz.figures.uncertainty import _subtitle
 
 PLAIN = "plain"  # shift.table.PLAIN: the method as trained
 ALL = "all families"  # shift.table.ALL: a severity's mean over the corruption families (not imported: light)
@@ -261,7 +260,7 @@ def severity_figure(
     if compact:
         parts = ["line: mean over the kinds of noise", "box: their spread", "band: 95% interval", "dashed: clean"]
         name = name.split(" (")[0]  # "ECE (equal width)": "ECE", as the Tour's ECE step names it
-    title = f"{name} as the test text gets noisier<br>" + _subtitle(parts)
+    title = f"{name} as the test text gets noisier<br>" + subtitle(parts)
     fig = _against_severity(rows, title, name, series, "clean", compact)
     values = _drawn(rows)
     highest = max(float(values.max()) if values.size else 0.0, 1e-3) * 1.1  # every metric here is at least 0
@@ -282,7 +281,7 @@ def coverage_figure(coverage: pd.DataFrame, series: dict[str, Series] | None = N
     rows = coverage_rows(coverage)
     alpha = float(coverage["alpha"].iloc[0]) if len(coverage) else 0.1
     target = 1 - alpha
-    title = f"Does a {target:.0%} conformal set stay {target:.0%} on noisy text?<br>" + _subtitle(
+    title = f"Does a {target:.0%} conformal set stay {target:.0%} on noisy text?<br>" + subtitle(
         [
             "sets calibrated on the clean validation split (LAC), judged on the shifted test split",
             "line: mean coverage over the corruption families",
@@ -320,7 +319,7 @@ def attention_shift_figure(rows: pd.DataFrame, title_name: str = "") -> go.Figur
     severities = sorted({int(s) for s in rows["severity"]})
     names = [f"severity {s} · clean" if s == 0 else f"severity {s} · {SHARES[s - 1]:.0%} of words" for s in severities]
     title = f"Attention on the prefix as the text gets noisier{f' · {title_name}' if title_name else ''}<br>" + (
-        _subtitle(
+        subtitle(
             [
                 "dot: a test document (corruption families and seeds pooled)",
                 "prefix mass: its tokens' attention on the prefix, over layers and heads",

@@ -26,7 +26,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from peftviz.calibration.estimators import ESTIMATORS
-from peftviz.figures.calibration import SUBTITLE_CHARS, panel_grid
+from peftviz.figures.calibration import panel_grid, subtitle
 from peftviz.figures.palette import Series, color, series_of
 
 PLAIN = "plain"  # comparison.PLAIN: the method as trained, the row every other row is read against
@@ -41,17 +41,6 @@ CURVE_HOVER = "k = %{x}: %{y:.4f} [%{customdata[0]:.4f}, %{customdata[1]:.4f}]<b
 
 def heading(metric: str) -> str:
     return ESTIMATORS[metric].heading
-
-
-def _subtitle(parts: list[str], width: int = SUBTITLE_CHARS) -> str:
-    """`parts` joined with " · " into lines of at most `width` characters, as one subtitle."""
-    lines = [parts[0]]
-    for part in parts[1:]:
-        if len(lines[-1]) + 3 + len(part) <= width:
-            lines[-1] += f" · {part}"
-        else:
-            lines.append(part)
-    return f"<sup>{'<br>'.join(lines)}</sup>"
 
 
 def _whiskers(value: pd.Series, low: pd.Series, high: pd.Series) -> dict:
@@ -92,7 +81,7 @@ def uncertainty_figure(table: pd.DataFrame, metric: str, series: dict[str, Serie
     labels = list(dict.fromkeys([PLAIN, *rows["uncertainty"]])) if len(rows) else [PLAIN]
     name = heading(metric)
     better = "lower" if ESTIMATORS[metric].lower_is_better else "higher"
-    title = f"{name}: each method as trained and after each uncertainty method<br>" + _subtitle(
+    title = f"{name}: each method as trained and after each uncertainty method<br>" + subtitle(
         [
             "dot: mean over seeds (ensembles: over disjoint ensembles)",
             "bar: 95% two-level bootstrap interval",
@@ -141,7 +130,7 @@ def ensemble_size_figure(curves: pd.DataFrame, metric: str, series: dict[str, Se
     tables concatenated (method, k, ensembles, mean, low, high); `series`: method -> Series, for its colour."""
     methods = list(dict.fromkeys(curves["method"]))
     name = heading(metric)
-    title = f"{name} of seed ensembles by size<br>" + _subtitle(
+    title = f"{name} of seed ensembles by size<br>" + subtitle(
         [
             "dot: mean over the group's disjoint ensembles of k seeds",
             "bar: 95% two-level bootstrap interval",
