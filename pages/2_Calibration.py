@@ -49,13 +49,11 @@ def tables_shown(units: list[Group], settings: group_stats.Settings, metrics: tu
     """Every run estimated once (cached per run), with a progress bar while new ones compute; then the
     groups' statistics and the tables the page shows of them, once per server (`build_tables`)."""
     members = [run for unit in units for run in unit.runs]
-    bar = st.progress(0.0)
-    for done, run in enumerate(members):
-        bar.progress(
-            done / len(members), text=f"Estimating every metric with its interval: run {done + 1} of {len(members)}"
-        )
-        appkit.per_run(group_stats.run_estimates, run, settings, metrics)
-    bar.empty()
+    appkit.stepped(
+        members,
+        lambda done, _: f"Estimating every metric with its interval: run {done + 1} of {len(members)}",
+        lambda run: appkit.per_run(group_stats.run_estimates, run, settings, metrics),
+    )
     return appkit.shared(build_tables, units, settings, metrics)
 
 

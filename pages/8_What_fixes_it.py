@@ -135,12 +135,17 @@ def run_the_models(units: list[Group], names: tuple, passes: int, average: str, 
     ]
     if not steps:
         return
-    bar = st.progress(0.0)
-    for done, (run, name) in enumerate(steps):
+
+    def text(done: int, step: tuple) -> str:
+        run, name = step
         what = "timing the plain pass" if name == comparison.PLAIN else name
-        bar.progress(done / len(steps), text=f"Running the models: {what} · {run.name} ({done + 1} of {len(steps)})")
-        appkit.per_run(warm, Group(run.name, [run]), name, passes, average, predictive)
-    bar.empty()
+        return f"Running the models: {what} · {run.name} ({done + 1} of {len(steps)})"
+
+    appkit.stepped(
+        steps,
+        text,
+        lambda step: appkit.per_run(warm, Group(step[0].name, [step[0]]), step[1], passes, average, predictive),
+    )
 
 
 def compared(units: list[Group], names: tuple, passes: int, average: str, predictive: str, n_resamples: int):

@@ -156,6 +156,16 @@ def _group_token(group: Group) -> tuple:
     return group.key, tuple(_run_token(run) for run in group.runs + group.repeats)
 
 
+def stepped(steps: list, text: Callable[[int, object], str], work: Callable[[object], object]) -> None:
+    """work(step) for every step under a progress bar, `text(i, step)` its line while step i runs; the bar is gone
+    when they are done. What a page runs before it builds its tables: models, estimates (each `per_run`-cached)."""
+    bar = st.progress(0.0)
+    for done, step in enumerate(steps):
+        bar.progress(done / len(steps), text=text(done, step))
+        work(step)
+    bar.empty()
+
+
 def per_run(compute: Callable, subject: Run | Group, *args, spinner: str | None = None, heavy: bool = False):
     """compute(subject, *args), computed once and kept until a file of the run (or of a group's runs)
     changes; args must be hashable. The one cache of the pages: models, estimates, λ(C), heads' weights.
