@@ -4,9 +4,13 @@ One `Engine` per run wraps an `accelerate.Accelerator` (the ecosystem's conventi
 transformers models, from one GPU to many machines; peftviz writes no DDP of its own):
 
     precision    fp32, bf16 or fp16; "auto" is bf16 on a GPU that supports it, else fp32. bf16 and
-                 fp16 run the forward under autocast while parameters and AdamW's state stay
+                 fp16 run the forward under autocast while trained parameters and AdamW's state stay
                  float32; fp16 scales the loss (a GradScaler) and skips a step whose gradients
                  overflowed. Probabilities, and so every calibration metric, are float32.
+    frozen       under bf16 and fp16 the frozen weights of linear layers are held in that dtype
+                 (`hold_frozen_in`): autocast would cast them on every forward, to the same values,
+                 so the logits do not change and the casts (and half their memory) are gone.
+                 Fine-tuning freezes nothing: its weights stay float32 masters, cast per forward.
     processes    `accelerate launch --multi_gpu --num_processes N -m peftviz train ...` runs N copies. Each
                  takes an equal share of every batch (`split_batches`), so `batch_size` and
                  `effective_batch_size` count the same examples per forward and per optimiser step
@@ -30,6 +34,7 @@ import torch
 from accelerate import Accelerator, DataLoaderConfiguration, DistributedDataParallelKwargs
 from accelerate.state import AcceleratorState, GradientState
 from accelerate.utils import broadcast_object_list
+from torch import nn
 
 from peftviz.errors import ConfigError
 from peftviz.run_config import TrainConfig
@@ -70,6 +75,30 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     if precision == "bf16" and device.type == "cuda" and not bf16_gpu:
         raise ConfigError(f"precision bf16: {torch.cuda.get_device_name(device)} has no bfloat16; use fp16 or fp32")
     return precision
+
+
+COMPUTE_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def hold_frozen_in(model: nn.Module, dtype: torch.dtype) -> int:
+    """Hold every frozen weight and bias of `model`'s linear layers in `dtype`; returns how many tensors changed.
+
+    Autocast runs `F.linear` in its lower precision: it casts a float32 weight to `dtype` on every forward
+    (one cast kernel per weight, and in a frozen backbone that is most of a step's casts). A weight already
+    in `dtype` is used as it is, and `W.to(dtype)` once gives the very values autocast would make each time,
+    so under autocast the outputs are unchanged. Only linear layers: autocast runs layer norm in float32
+    (a half-precision norm weight would be cast back each step) and embeddings are lookups, never cast.
+    A frozen weight must then only run under autocast, which is how the engine runs every forward.
+    """
+    changed = 0
+    for module in model.modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        for param in (module.weight, module.bias):
+            if param is not None and not param.requires_grad and param.dtype != dtype:
+                param.data = param.data.to(dtype)
+                changed += 1
+    return changed
 
 
 def check_machine(config: TrainConfig) -> str:
@@ -123,6 +152,11 @@ class Engine:
     @property
     def is_main(self) -> bool:
         return self.accelerator.is_main_process
+
+    def hold_frozen(self, model: nn.Module) -> int:
+        """Frozen linear weights in the compute dtype under bf16 and fp16 (`hold_frozen_in`); nothing in fp32."""
+        dtype = COMPUTE_DTYPE.get(self.precision)
+        return hold_frozen_in(model, dtype) if dtype else 0
 
     def prepare(self, model, optimizer, scheduler, train_loader, eval_loaders: dict):
         """-> (runner, optimizer, scheduler, train_loader, eval_loaders) as the engine runs them.

@@ -171,6 +171,7 @@ class Trainer:
             config.head_dropout,
             max_length=config.max_length,  # checked against the encoder's positions before any folder exists
         ).to(self.engine.device)
+        self.engine.hold_frozen(model)  # bf16/fp16: autocast no longer casts the frozen weights each forward
         if config.gradient_checkpointing:
             model.enable_gradient_checkpointing()
         pad_id = tokenizer.pad_token_id

@@ -1,0 +1,112 @@
+"""Frozen weights held in the compute dtype (`engine.hold_frozen_in`): the casts go, the numbers stay.
+
+Under bf16 autocast every method of the table (tests/support/method_cases.py) on every encoder family is run
+twice from the same seed, once as built (float32 frozen weights, cast by autocast on each forward) and once
+with its frozen linear weights held in bfloat16. The casts of frozen weights are counted by a dispatch mode
+that sees every `aten._to_copy` and asks whether its source is a frozen parameter's storage: an independent
+count from the CPU profiler's in benchmarks/casts.py.
+"""
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from peftviz import build_classifier, tiny_encoder
+from peftviz.run_config import TrainConfig
+from peftviz.training.engine import Engine, hold_frozen_in
+from tests.support.helpers import padded_batch
+from tests.support.method_cases import METHOD_CASES
+
+CASES = [(case, family) for case in METHOD_CASES for family in case.families]
+# DoRA's magnitude divides by ‖W + BA‖, which peft computes in float32 from the weight: from a held bf16
+# weight that norm is the rounded W's, so DoRA's gradients move by bf16 rounding (its logits do not)
+# and its 2 norm maps per layer (peft's default q and v) cast the held weight up once each
+ROUNDED = {"dora": 1e-4}
+
+
+class FrozenCasts(TorchDispatchMode):
+    """Counts every `aten._to_copy` (a dtype cast) and those whose source is one of `storages`."""
+
+    def __init__(self, storages: set[int]):
+        super().__init__()
+        self.storages, self.frozen, self.all = storages, 0, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._to_copy.default:
+            self.all += 1
+            self.frozen += args[0].untyped_storage().data_ptr() in self.storages
+        return func(*args, **(kwargs or {}))
+
+
+def classifier(case, family: str):
+    torch.manual_seed(1)
+    encoder = tiny_encoder(family, seed=0, **({"window": 8} if family == "longformer" else {}))
+    return build_classifier(encoder, case.method, 3, case.options).eval()
+
+
+def bf16_step(model) -> tuple[torch.Tensor, dict[str, torch.Tensor], FrozenCasts]:
+    """Logits and trainable gradients of one forward and backward under CPU bf16 autocast, with the casts counted."""
+    frozen = {p.untyped_storage().data_ptr() for p in model.parameters() if not p.requires_grad}
+    ids, mask = padded_batch(lengths=(29, 18))
+    with torch.autocast("cpu", dtype=torch.bfloat16), FrozenCasts(frozen) as casts:
+        logits = model(ids, mask).logits
+        logits.float().sum().backward()
+    grads = {name: p.grad.float() for name, p in model.named_parameters() if p.requires_grad and p.grad is not None}
+    return logits.float().detach(), grads, casts
+
+
+@pytest.mark.parametrize(("case", "family"), CASES, ids=[f"{case}-{family}" for case, family in CASES])
+def test_held_frozen_weights_give_the_same_numbers_without_their_casts(case, family):
+    as_built, held = classifier(case, family), classifier(case, family)
+    changed = hold_frozen_in(held, torch.bfloat16)
+    logits, grads, casts = bf16_step(as_built)
+    held_logits, held_grads, held_casts = bf16_step(held)
+
+    torch.testing.assert_close(held_logits, logits, atol=0, rtol=0)  # autocast's own casts, made once
+    assert held_grads.keys() == grads.keys()
+    tolerance = ROUNDED.get(case.method, 0.0)
+    for name, grad in grads.items():
+        torch.testing.assert_close(held_grads[name], grad, atol=tolerance, rtol=0, msg=name)
+    if case.method == "fine-tuning":  # nothing frozen: nothing changes
+        assert changed == 0 and held_casts.all == casts.all
+        return
+    assert changed > 0 and casts.frozen >= changed  # before: autocast cast each held tensor at least once
+    assert held_casts.all == casts.all - casts.frozen + held_casts.frozen
+    if case.method in ROUNDED:
+        assert 0 < held_casts.frozen < casts.frozen
+    else:
+        assert held_casts.frozen == 0
+
+
+def test_only_frozen_linear_weights_are_held():
+    model = classifier(next(c for c in METHOD_CASES if c.method == "bitfit"), "bert")
+    hold_frozen_in(model, torch.bfloat16)
+    for module in model.modules():
+        for name, param in module.named_parameters(recurse=False):
+            linear_frozen = isinstance(module, torch.nn.Linear) and not param.requires_grad
+            assert param.dtype == (torch.bfloat16 if linear_frozen else torch.float32), (module, name)
+    assert any(
+        isinstance(m, torch.nn.Linear) and m.bias.requires_grad and m.bias.dtype == torch.float32
+        for m in model.modules()
+    )  # BitFit's trained biases stay float32 masters
+
+
+def frozen_linear_parameters(model) -> set[str]:
+    return {
+        f"{prefix}.{name}" if prefix else name
+        for prefix, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear)
+        for name, param in module.named_parameters(recurse=False)
+        if not param.requires_grad
+    }
+
+
+@pytest.mark.parametrize(("precision", "dtype"), [("fp32", None), ("bf16", torch.bfloat16)])
+def test_the_engine_holds_frozen_weights_only_in_mixed_precision(precision, dtype):
+    model = classifier(next(c for c in METHOD_CASES if c.method == "prefix-propagation"), "bert")
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    held = frozen_linear_parameters(model) if dtype else set()
+    assert Engine(TrainConfig(precision=precision, device="cpu")).hold_frozen(model) == len(held)
+    for name, param in model.named_parameters():
+        expected = before[name].to(dtype) if name in held else before[name]  # fp32: every bit as it was
+        assert param.dtype == expected.dtype and torch.equal(param, expected), name
