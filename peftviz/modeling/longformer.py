@@ -260,6 +260,18 @@ def flex_local_attention(
     return _flex_attention(q.device.type)(q, keys, values, block_mask=mask, scale=scaling)
 
 
+def in_autocast_dtype(x: Tensor) -> Tensor:
+    """x in autocast's lower precision where autocast is on, else x itself.
+
+    Autocast casts a float32 input in every linear layer that reads it, and casts activations are not cached
+    (only weights are): a layer's six projections of one hidden state would make six copies of it. With one
+    cast the forward is the same to the bit; the backward sums the projections' input gradients in that
+    precision before one cast back (autocast's casts summed them in float32), which moves the gradients
+    below hidden by bf16 rounding."""
+    device = x.device.type
+    return x.to(torch.get_autocast_dtype(device)) if torch.is_autocast_enabled(device) else x
+
+
 def set_local_attention(module: nn.Module, path: LocalAttention) -> None:
     """How every Longformer layer in `module` runs its text queries' attention: "blocks" (the default: banded
     blocks, every feature) or "flex" (one FlexAttention call where nothing needs the blocks: no recorded
@@ -301,24 +313,23 @@ class LongSelfAttention(nn.Module):
         s, g, layer = self.one_sided_attn_window_size, layout.n_global, self.layer_id
         scaling = self.head_dim**-0.5
         dropout = self.dropout if self.training else 0.0
-        extra_k = extra_v = hidden.new_zeros(B, self.num_heads, 0, self.head_dim)
-        if ctx.prefix_kv is not None:  # prefix-tuning: keys/values every query attends to
-            extra_k, extra_v = (t.to(hidden.dtype) for t in ctx.prefix_kv[layer])  # (B, H, e, d)
-        e = extra_k.shape[2]
+        x = in_autocast_dtype(hidden)  # (B, L, D), cast once for the six projections instead of once by each
 
         # global queries: every position, with the global projections
-        q_glob = self._heads(self.query_global(hidden[:, :g]))  # (B, H, g, d)
-        k_glob = torch.cat([extra_k, self._heads(self.key_global(hidden))], dim=2)  # (B, H, e + L, d)
-        v_glob = torch.cat([extra_v, self._heads(self.value_global(hidden))], dim=2)
-        bias = layout.global_bias(e, hidden.dtype)  # (B, 1, 1, e + L)
+        q_glob = self._heads(self.query_global(x[:, :g]))  # (B, H, g, d)
+        extra_k, extra_v = self._extra_keys(ctx, q_glob)  # (B, H, e, d)
+        e = extra_k.shape[2]
+        k_glob = torch.cat([extra_k, self._heads(self.key_global(x))], dim=2)  # (B, H, e + L, d)
+        v_glob = torch.cat([extra_v, self._heads(self.value_global(x))], dim=2)
+        bias = layout.global_bias(e, q_glob.dtype)  # (B, 1, 1, e + L)
         out_glob, w_glob = attend(
             q_glob, k_glob, v_glob, bias, scaling, ctx.n_prefix_keys, ctx.kernel, layer, dropout, ctx.record
         )
 
         # every text query: the front keys and its window (prefix positions are global, never in a window)
         j, T = layout.n_prefix_queries, L - layout.n_prefix_queries
-        k, v = (self._heads(proj(hidden)) for proj in (self.key, self.value))  # (B, H, L, d)
-        q = self._heads(self.query(hidden[:, j:]))  # (B, H, T, d)
+        k, v = (self._heads(proj(x)) for proj in (self.key, self.value))  # (B, H, L, d)
+        q = self._heads(self.query(x[:, j:]))  # (B, H, T, d)
         if self._runs_flex(ctx, dropout, hidden.device):
             out_local, w_local = flex_local_attention(q, k, v, extra_k, extra_v, layout, s, scaling), None
         else:
@@ -328,6 +339,16 @@ class LongSelfAttention(nn.Module):
         if ctx.record:
             ctx.attentions[layer] = self._banded(w_local.detach(), w_glob.detach(), B, e, j, s).trimmed(L)
         return out.transpose(1, 2).reshape(B, L, D)
+
+    def _extra_keys(self, ctx: AttentionContext, like: Tensor) -> tuple[Tensor, Tensor]:
+        """This layer's extra keys and values (B, H, e, d): prefix-tuning's, or none; in `like`'s dtype, the
+        projections' (a float32 key concatenated with bf16 ones would promote them all to float32, for the
+        attention to cast them back)."""
+        if ctx.prefix_kv is None:
+            none = like.new_zeros(like.shape[0], self.num_heads, 0, self.head_dim)
+            return none, none
+        prefix_k, prefix_v = ctx.prefix_kv[self.layer_id]
+        return prefix_k.to(like.dtype), prefix_v.to(like.dtype)
 
     def _runs_flex(self, ctx: AttentionContext, dropout: float, device: torch.device) -> bool:
         """Whether the local attention runs as one FlexAttention call: chosen, and nothing asks for what only the

@@ -11,6 +11,7 @@ from transformers import LongformerModel
 from peftviz import METHODS, build_classifier, tiny_encoder
 from peftviz.modeling.backbones import load_encoder
 from peftviz.modeling.longformer import BandedAttention, LongEncoder, set_local_attention
+from tests.support.casts import Casts
 from tests.support.helpers import padded_batch
 
 J, WINDOW = 3, 8  # prefix length; the tiny Longformer's window (4 positions on each side)
@@ -177,3 +178,22 @@ def test_every_method_trains_on_longformer(method):
     assert all(torch.isfinite(torch.tensor(losses)))
     assert losses[-1] < losses[0]
     assert sum(not torch.equal(p, b) for p, b in zip(trainable, before)) >= len(trainable) - 6  # see test_methods
+
+
+@pytest.mark.parametrize("method", ["fine-tuning", "prefix-tuning", "prefix-propagation"])
+def test_under_autocast_a_layer_casts_each_hidden_state_once(method):
+    """Autocast casts a float32 input in every linear layer that reads it: a layer would copy its hidden state
+    once per projection (six) and once for the feed-forward block. The attention casts it once for all six,
+    and its keys and values stay in bf16 (a float32 concatenation would be cast back by the attention)."""
+    model = long_classifier(method)
+    ids, mask = padded_batch(lengths=(29, 18))
+    with torch.autocast("cpu", dtype=torch.bfloat16), Casts() as casts:
+        model(ids, mask)  # the forward's casts (each has its cast back in the backward)
+    B, D, layers = ids.shape[0], model.encoder.config.hidden_size, model.encoder.config.num_hidden_layers
+    L = ids.shape[1] + model.method.n_prefix_queries
+    hidden_casts = [c for c in casts.seen if c.shape == (B, L, D) and c.source == torch.float32]
+    assert len(hidden_casts) == 2 * layers  # the attention's input and the feed-forward block's
+    H, d = model.encoder.config.num_attention_heads, D // model.encoder.config.num_attention_heads
+    head_casts = [c for c in casts.seen if len(c.shape) == 4 and c.shape[1] == H and c.shape[-1] == d]
+    assert all(c.source == torch.float32 for c in head_casts)  # only prefix-tuning's keys, cast down once
+    assert len(head_casts) == (2 * layers if method == "prefix-tuning" else 0)

@@ -9,11 +9,11 @@ count from the CPU profiler's in benchmarks/casts.py.
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from peftviz import build_classifier, tiny_encoder
 from peftviz.run_config import TrainConfig
 from peftviz.training.engine import Engine, hold_frozen_in
+from tests.support.casts import Casts
 from tests.support.helpers import padded_batch
 from tests.support.method_cases import METHOD_CASES
 
@@ -24,43 +24,30 @@ CASES = [(case, family) for case in METHOD_CASES for family in case.families]
 ROUNDED = {"dora": 1e-4}
 
 
-class FrozenCasts(TorchDispatchMode):
-    """Counts every `aten._to_copy` (a dtype cast) and those whose source is one of `storages`."""
-
-    def __init__(self, storages: set[int]):
-        super().__init__()
-        self.storages, self.frozen, self.all = storages, 0, 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten._to_copy.default:
-            self.all += 1
-            self.frozen += args[0].untyped_storage().data_ptr() in self.storages
-        return func(*args, **(kwargs or {}))
-
-
 def classifier(case, family: str):
     torch.manual_seed(1)
     encoder = tiny_encoder(family, seed=0, **({"window": 8} if family == "longformer" else {}))
     return build_classifier(encoder, case.method, 3, case.options).eval()
 
 
-def bf16_step(model) -> tuple[torch.Tensor, dict[str, torch.Tensor], FrozenCasts]:
-    """Logits and trainable gradients of one forward and backward under CPU bf16 autocast, with the casts counted."""
-    frozen = {p.untyped_storage().data_ptr() for p in model.parameters() if not p.requires_grad}
+def bf16_step(model) -> tuple[torch.Tensor, dict[str, torch.Tensor], int, int]:
+    """Logits and trainable gradients of one forward and backward under CPU bf16 autocast; its casts, and
+    those of frozen parameters."""
     ids, mask = padded_batch(lengths=(29, 18))
-    with torch.autocast("cpu", dtype=torch.bfloat16), FrozenCasts(frozen) as casts:
+    with torch.autocast("cpu", dtype=torch.bfloat16), Casts() as casts:
         logits = model(ids, mask).logits
         logits.float().sum().backward()
     grads = {name: p.grad.float() for name, p in model.named_parameters() if p.requires_grad and p.grad is not None}
-    return logits.float().detach(), grads, casts
+    frozen = casts.of(p for p in model.parameters() if not p.requires_grad)
+    return logits.float().detach(), grads, len(casts.seen), len(frozen)
 
 
 @pytest.mark.parametrize(("case", "family"), CASES, ids=[f"{case}-{family}" for case, family in CASES])
 def test_held_frozen_weights_give_the_same_numbers_without_their_casts(case, family):
     as_built, held = classifier(case, family), classifier(case, family)
     changed = hold_frozen_in(held, torch.bfloat16)
-    logits, grads, casts = bf16_step(as_built)
-    held_logits, held_grads, held_casts = bf16_step(held)
+    logits, grads, casts, frozen_casts = bf16_step(as_built)
+    held_logits, held_grads, held_casts, held_frozen_casts = bf16_step(held)
 
     torch.testing.assert_close(held_logits, logits, atol=0, rtol=0)  # autocast's own casts, made once
     assert held_grads.keys() == grads.keys()
@@ -68,14 +55,14 @@ def test_held_frozen_weights_give_the_same_numbers_without_their_casts(case, fam
     for name, grad in grads.items():
         torch.testing.assert_close(held_grads[name], grad, atol=tolerance, rtol=0, msg=name)
     if case.method == "fine-tuning":  # nothing frozen: nothing changes
-        assert changed == 0 and held_casts.all == casts.all
+        assert changed == 0 and held_casts == casts
         return
-    assert changed > 0 and casts.frozen >= changed  # before: autocast cast each held tensor at least once
-    assert held_casts.all == casts.all - casts.frozen + held_casts.frozen
+    assert changed > 0 and frozen_casts >= changed  # before: autocast cast each held tensor at least once
+    assert held_casts == casts - frozen_casts + held_frozen_casts  # and nothing else changed
     if case.method in ROUNDED:
-        assert 0 < held_casts.frozen < casts.frozen
+        assert 0 < held_frozen_casts < frozen_casts
     else:
-        assert held_casts.frozen == 0
+        assert held_frozen_casts == 0
 
 
 def test_only_frozen_linear_weights_are_held():
