@@ -132,7 +132,7 @@ def kernel_attention(
     return weights @ value, weights
 
 
-def _fusable(kernel: KernelSpec) -> bool:
+def fusable(kernel: KernelSpec) -> bool:
     """Eq. 3 with exp kernels and a fixed α runs as two fused attention calls."""
     return not isinstance(kernel.alpha, str) and kernel.prefix_kernel == kernel.sequence_kernel == "exp"
 
@@ -182,7 +182,7 @@ def attend(
     `dropout` is the probability in training mode (0 in eval). Leading dims are free: BERT passes
     (B, H), the Longformer blocks (B·blocks, H).
     """
-    if kernel is not None and not record and _fusable(kernel):
+    if kernel is not None and not record and fusable(kernel):
         out = fused_exp_kernel_attention(query, key, value, bias, scaling, n_prefix, kernel.alpha[layer], dropout)
         return out, None
     if kernel is not None:

@@ -48,7 +48,7 @@ from transformers.models.longformer.modeling_longformer import (
     LongformerSelfOutput,
 )
 
-from peftviz.modeling.attention_function import AttentionContext, attend, key_padding_bias
+from peftviz.modeling.attention_function import AttentionContext, attend, fusable, key_padding_bias
 
 LocalAttention = Literal["blocks", "flex"]
 
@@ -214,50 +214,155 @@ class LongLayout:
             self._biases[key] = bias.view(B * (T // size), 1, size, n_front + 3 * size)
         return self._biases[key]
 
-    def flex_mask(self, n_extra: int, size: int, n_text: int, device):
-        """The BlockMask of the text queries over [e extra keys | the L positions]; built once per forward.
-
-        Query t (text index) sees every extra key and every global position, and the positions whose text
-        index u has |t − u| ≤ s and which are neither padding nor global: the blocks' band, as one mask."""
-        key = ("flex", n_extra, size)
+    def flex_visible(self, n_extra: int) -> Tensor:
+        """(B, e + L) bool: the keys FlexAttention may see, [e extra keys (always) | the L positions (not padding)]."""
+        key = ("flex", n_extra)
         if key not in self._biases:
-            from torch.nn.attention.flex_attention import create_block_mask
-
-            e, g, j = n_extra, self.n_global, self.n_prefix_queries
-            visible = self.key_visible
-
-            def band_and_front(b, h, q_idx, kv_idx):
-                position = (kv_idx - e).clamp(min=0)  # (kv_idx < e: an extra key, always seen)
-                near = (q_idx - (position - j)).abs() <= size
-                return (kv_idx < e + g) | (near & visible[b, position])
-
-            B, L = visible.shape
-            on_gpu = torch.device(device).type == "cuda"  # compiled: no B × T × (e + L) grid materialised
-            self._biases[key] = create_block_mask(band_and_front, B, None, n_text, e + L, device, _compile=on_gpu)
+            self._biases[key] = F.pad(self.key_visible, (n_extra, 0), value=True)
         return self._biases[key]
 
 
+# ---------------------------------------------------------------------------------------------
+# the local attention as one FlexAttention call
+
+
+def dropout_keep(seed: Tensor, b: Tensor, h: Tensor, q: Tensor, k: Tensor, threshold: Tensor) -> Tensor:
+    """Whether attention dropout keeps the weight of query q on key k in batch row b, head h: a counter-based hash.
+
+    A fused kernel cannot read a (B, H, T, e + L) mask from memory at 4096 tokens (gigabytes a layer), so the
+    kernel computes each bit from its indices and a per-call seed, as fused dropout kernels do with Philox: the
+    indices are mixed in 64-bit integers (no overflow on any backend), folded to 31 bits and run through two
+    rounds of a 32-bit integer finaliser (constant 0x45D9F3B); the low 24 bits are uniform, and the weight is
+    kept when they are at least `threshold` = round(p · 2²⁴). The same bits on a GPU kernel, the CPU and in
+    the tests' dense reference: any index tensors broadcast."""
+    x = seed ^ (b.long() * 0x27D4EB2F) ^ (h.long() * 0x165667B1) ^ (q.long() * 0x61C88647) ^ (k.long() * 0x7FEB352D)
+    x = (x ^ (x >> 31)) & 0x7FFFFFFF
+    x = ((x ^ (x >> 16)) * 0x45D9F3B) & 0x7FFFFFFF
+    x = ((x ^ (x >> 16)) * 0x45D9F3B) & 0x7FFFFFFF
+    return ((x ^ (x >> 16)) & 0xFFFFFF) >= threshold
+
+
+def dropout_seed(device) -> Tensor:
+    """One call's seed of `dropout_keep`, from torch's generator: a seeded run draws the same masks again."""
+    return torch.randint(0, 2**31 - 1, (), device=device)
+
+
+def dropout_threshold(p: float) -> int:
+    """round(p · 2²⁴): the 24-bit threshold of `dropout_keep`; the dropout rate is exactly threshold / 2²⁴."""
+    return round(p * 2**24)
+
+
+@functools.lru_cache(maxsize=64)
+def band_block_mask(n_text: int, n_extra: int, n_prefix: int, size: int, copies: int, device: str):
+    """The BlockMask of the text queries over `copies` copies of [e extra keys | the L = j + T positions].
+
+    Text query t sees every extra key and every global position (the j prefix positions and <s>), and the
+    positions whose text index u has |t − u| ≤ s: the blocks' band. Padding is not in it (the score mod
+    masks it), so one mask serves every batch of this shape and is built once, for the whole run: with
+    B = H = None it is a (T/128, copies · N/128) grid of tiles, built eagerly (compiling it would compile again
+    for every new length). The key count is a tensor, not a constant, so a compiled kernel that reads this
+    mask's mask_mod for partial tiles is not specialised to one length."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    n_keys = n_extra + n_prefix + n_text
+    keys = torch.tensor(n_keys, device=device)  # (a tensor: see above)
+    front = n_extra + n_prefix + 1  # e + g
+
+    def band_and_front(b, h, q_idx, kv_idx):
+        key = kv_idx % keys  # the same key in every copy
+        return (key < front) | ((q_idx - (key - n_extra - n_prefix)).abs() <= size)
+
+    return create_block_mask(band_and_front, None, None, n_text, copies * n_keys, device)
+
+
 @functools.cache
-def _flex_attention(device_type: str):
-    """FlexAttention, compiled on a GPU (its fused kernel); eager elsewhere, where it is the reference math."""
+def _flex_attention(device_type: str, grad: bool):
+    """FlexAttention as it runs on this device, or None where it cannot: compiled on a GPU (its fused kernel,
+    forward and backward); eager on the CPU, where it is torch's reference math and has no backward.
+
+    dynamic=True: one kernel for every length of a sweep. With static shapes each new length compiled a kernel
+    of its own until torch's recompile limit (8), after which it ran the reference math: 1.7-2.8× slower."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    # static shapes: each shape keeps its own kernel (dynamic=None recompiles the second shape as a dynamic kernel)
-    return torch.compile(flex_attention, dynamic=False) if device_type == "cuda" else flex_attention
+    if device_type == "cuda":
+        return torch.compile(flex_attention, dynamic=True)
+    return None if grad else flex_attention
 
 
 def flex_local_attention(
-    q: Tensor, k: Tensor, v: Tensor, extra_k: Tensor, extra_v: Tensor, layout: LongLayout, size: int, scaling: float
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    extra_k: Tensor,
+    extra_v: Tensor,
+    layout: LongLayout,
+    size: int,
+    scaling: float,
+    dropout: float = 0.0,
+    split: tuple[int, Tensor | float] | None = None,
 ) -> Tensor:
     """The text queries' local attention as one FlexAttention call over [extra keys | all L positions].
 
     q (B, H, T, d); k, v (B, H, L, d) local projections; extra_k, extra_v (B, H, e, d) -> (B, H, T, d).
     The same attention as the blocks (`LongSelfAttention._block_attention`), with no block copies: the block
-    mask skips the 128 × 128 tiles outside the band and the front keys."""
-    keys = torch.cat([extra_k, k], dim=2).to(q.dtype)  # (B, H, e + L, d)
+    mask skips the 128 × 128 tiles outside the band, and the score mod masks padding.
+
+    split = (n, α): the kernel form with exp kernels (eq. 3), softmax over the keys after the first n plus
+    α · softmax over those n prefix keys: the FlexAttention call leaves the first n out, and the prefix term
+    is one fused attention over n keys that every query sees (as `fused_exp_kernel_attention` on the blocks).
+
+    Attention dropout as the blocks' (torch's): out = Σ_k m_k p_k v_k / (1 − p), with p_k the softmax over
+    all visible keys and m_k ~ Bernoulli(1 − p). A score mod cannot zero a weight after the softmax, only
+    remove a key before it (which would renormalise over the kept keys), so the keys are doubled:
+    [K | K] with values [V | 0], copy one keeps key k where m_k = 1 and copy two where m_k = 0. Each key is
+    in the normaliser once, and only kept keys carry their values: exactly dropout's output, and its
+    gradient, for twice the band's scores."""
+    T = q.shape[2]
+    e, j = extra_k.shape[2], layout.n_prefix_queries
+    keys = torch.cat([extra_k, k], dim=2).to(q.dtype)  # (B, H, N = e + L, d)
     values = torch.cat([extra_v, v], dim=2).to(q.dtype)
-    mask = layout.flex_mask(extra_k.shape[2], size, q.shape[2], q.device)
-    return _flex_attention(q.device.type)(q, keys, values, block_mask=mask, scale=scaling)
+    n_keys = keys.shape[2]
+    visible = layout.flex_visible(e)  # (B, N)
+    copies = 2 if dropout else 1
+    mask = band_block_mask(T, e, j, size, copies, str(q.device))
+    first = split[0] if split else 0  # the sequence term's first key (kernel form: after the prefix keys)
+    if dropout:
+        keys = torch.cat([keys, keys], dim=2)  # (B, H, 2N, d)
+        values = torch.cat([values, torch.zeros_like(values)], dim=2)
+        seed = dropout_seed(q.device)
+        threshold = torch.tensor(dropout_threshold(dropout), device=q.device)
+        n = torch.tensor(n_keys, device=q.device)
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            key = kv_idx % n
+            kept = dropout_keep(seed, b, h, q_idx, key, threshold)
+            return torch.where(visible[b, key] & (key >= first) & (kept != (kv_idx >= n)), score, -float("inf"))
+    else:
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            return torch.where(visible[b, kv_idx] & (kv_idx >= first), score, -float("inf"))
+
+    attention = _flex_attention(q.device.type, torch.is_grad_enabled())
+    out = attention(q, keys, values, score_mod=score_mod, block_mask=mask, scale=scaling)  # (B, H, T, d)
+    if dropout:
+        out = out / (1 - dropout_threshold(dropout) / 2**24)
+    if split:
+        prefix_k, prefix_v = keys[:, :, :first], values[:, :, :first]  # (B, H, n, d), never padding
+        prefix = F.scaled_dot_product_attention(q, prefix_k, prefix_v, dropout_p=dropout, scale=scaling)
+        out = out + split[1] * prefix
+    return out
+
+
+def set_local_attention(module: nn.Module, path: LocalAttention) -> None:
+    """How every Longformer layer in `module` runs its text queries' attention: "blocks" (the default: banded
+    blocks, every feature) or "flex" (one FlexAttention call, attention dropout and eq. 3's kernel split with exp
+    kernels included, wherever nothing needs the blocks: recorded weights, other kernels or α = λ(C), and on the
+    CPU gradients, which torch's FlexAttention does not have there)."""
+    if path not in get_args(LocalAttention):
+        raise ValueError(f"local attention must be one of {', '.join(get_args(LocalAttention))}, not {path!r}")
+    for layer in module.modules():
+        if isinstance(layer, LongSelfAttention):
+            layer.local_attention = path
 
 
 def in_autocast_dtype(x: Tensor) -> Tensor:
@@ -270,19 +375,6 @@ def in_autocast_dtype(x: Tensor) -> Tensor:
     below hidden by bf16 rounding."""
     device = x.device.type
     return x.to(torch.get_autocast_dtype(device)) if torch.is_autocast_enabled(device) else x
-
-
-def set_local_attention(module: nn.Module, path: LocalAttention) -> None:
-    """How every Longformer layer in `module` runs its text queries' attention: "blocks" (the default: banded
-    blocks, every feature) or "flex" (one FlexAttention call where nothing needs the blocks: no recorded
-    weights, no kernel split, no attention dropout). On an H100 "flex" measured 1.7-2.8× slower than the blocks
-    in inference at 4096 × 8 (benchmarks/gpu.py, docs/costs.md), so it is opt-in: kept for the work that makes
-    it pay (its block mask is built per forward; its kernels compile per shape)."""
-    if path not in get_args(LocalAttention):
-        raise ValueError(f"local attention must be one of {', '.join(get_args(LocalAttention))}, not {path!r}")
-    for layer in module.modules():
-        if isinstance(layer, LongSelfAttention):
-            layer.local_attention = path
 
 
 class LongSelfAttention(nn.Module):
@@ -330,8 +422,10 @@ class LongSelfAttention(nn.Module):
         j, T = layout.n_prefix_queries, L - layout.n_prefix_queries
         k, v = (self._heads(proj(x)) for proj in (self.key, self.value))  # (B, H, L, d)
         q = self._heads(self.query(x[:, j:]))  # (B, H, T, d)
-        if self._runs_flex(ctx, dropout, hidden.device):
-            out_local, w_local = flex_local_attention(q, k, v, extra_k, extra_v, layout, s, scaling), None
+        if self._runs_flex(ctx, hidden.device):
+            split = (ctx.n_prefix_keys, ctx.kernel.alpha[layer]) if ctx.kernel else None
+            out_local = flex_local_attention(q, k, v, extra_k, extra_v, layout, s, scaling, dropout, split)
+            w_local = None
         else:
             out_local, w_local = self._block_attention(q, k, v, extra_k, extra_v, layout, ctx, s, scaling, dropout)
 
@@ -350,14 +444,13 @@ class LongSelfAttention(nn.Module):
         prefix_k, prefix_v = ctx.prefix_kv[self.layer_id]
         return prefix_k.to(like.dtype), prefix_v.to(like.dtype)
 
-    def _runs_flex(self, ctx: AttentionContext, dropout: float, device: torch.device) -> bool:
+    def _runs_flex(self, ctx: AttentionContext, device: torch.device) -> bool:
         """Whether the local attention runs as one FlexAttention call: chosen, and nothing asks for what only the
-        blocks give: recorded weights, the kernel split, attention dropout, and on the CPU gradients (torch's
-        FlexAttention has no CPU backward)."""
-        differentiable = device.type == "cuda" or not torch.is_grad_enabled()
-        return (
-            self.local_attention == "flex" and differentiable and not ctx.record and ctx.kernel is None and not dropout
-        )
+        blocks give: recorded weights, a kernel split other than eq. 3's exp kernels with a fixed α, and on the
+        CPU gradients."""
+        split_fuses = ctx.kernel is None or fusable(ctx.kernel)
+        chosen = self.local_attention == "flex" and not ctx.record and split_fuses
+        return chosen and _flex_attention(device.type, torch.is_grad_enabled()) is not None
 
     def _block_attention(self, q, k, v, extra_k, extra_v, layout, ctx, s, scaling, dropout):
         """The text queries in blocks of s over [extra keys | global keys | 3s neighbours] under a band mask.
