@@ -30,6 +30,8 @@ SETTINGS = (
     "pooling",
     "precision",
     "gradient_checkpointing",
+    "compile_layers",
+    "local_attention",
 )
 LABELS = {
     "epochs": "Epochs",
@@ -42,6 +44,8 @@ LABELS = {
     "pooling": "Pooling",
     "precision": "Precision",
     "gradient_checkpointing": "Gradient checkpointing",
+    "compile_layers": "Compile the layers (torch.compile)",
+    "local_attention": "Longformer windowed attention",
 }
 
 ANY_PEFT_TUNER = f"{PEFT_PREFIX}<TYPE>…"  # the method picker's last choice: any tuner of peft, by its type

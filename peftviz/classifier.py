@@ -14,10 +14,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from peftviz.errors import ConfigError
 from peftviz.methods import make_method
 from peftviz.methods.base import PeftMethod
+from peftviz.modeling import longformer
 from peftviz.modeling.backbones import check_max_length, encode
-from peftviz.modeling.longformer import BandedAttention
+from peftviz.modeling.longformer import BandedAttention, LocalAttention
 
 POOLINGS = ("cls", "mean")
 
@@ -105,6 +107,15 @@ class PeftClassifier(nn.Module):
         replayed from the same random state, so loss and gradients are those without it. The
         methods' hooks on a layer run outside its checkpoint, those on its parts inside (replayed)."""
         self.encoder.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+
+    def set_local_attention(self, path: LocalAttention) -> None:
+        """How a Longformer encoder's windowed attention runs (`longformer.set_local_attention`): "blocks" or
+        "flex". A ConfigError for "flex" on an encoder without windows (BERT, RoBERTa: nothing would change)."""
+        if not longformer.set_local_attention(self.encoder, path) and path != "blocks":
+            raise ConfigError(
+                f"local attention {path}: only Longformer encoders have a windowed attention, "
+                f"and this {self.encoder.config.model_type} encoder has none; use blocks"
+            )
 
     def parameter_counts(self) -> dict[str, int]:
         """Parameter counts: backbone (the pretrained encoder), method (its own modules plus what it

@@ -113,6 +113,16 @@ class TrainConfig(Options):
     gradient_checkpointing: bool = option(
         False, "recompute each encoder layer's activations in the backward pass instead of keeping them: less memory"
     )
+    compile_layers: bool = option(
+        False,
+        "torch.compile each encoder layer (dynamic shapes: one compile for every length) for training and "
+        "evaluation; pays on a GPU once its compile is amortised; the paper's methods compile without graph breaks",
+    )
+    local_attention: Literal["blocks", "flex"] = option(
+        "blocks",
+        "Longformer encoders only: the windowed attention as banded blocks (the reference) or flex (one fused "
+        "FlexAttention kernel on a GPU, attention dropout included; the blocks where gradients run on a CPU)",
+    )
 
     @property
     def name(self) -> str:

@@ -353,16 +353,17 @@ def flex_local_attention(
     return out
 
 
-def set_local_attention(module: nn.Module, path: LocalAttention) -> None:
+def set_local_attention(module: nn.Module, path: LocalAttention) -> int:
     """How every Longformer layer in `module` runs its text queries' attention: "blocks" (the default: banded
     blocks, every feature) or "flex" (one FlexAttention call, attention dropout and eq. 3's kernel split with exp
     kernels included, wherever nothing needs the blocks: recorded weights, other kernels or α = λ(C), and on the
-    CPU gradients, which torch's FlexAttention does not have there)."""
+    CPU gradients, which torch's FlexAttention does not have there). Returns how many layers it set."""
     if path not in get_args(LocalAttention):
         raise ValueError(f"local attention must be one of {', '.join(get_args(LocalAttention))}, not {path!r}")
-    for layer in module.modules():
-        if isinstance(layer, LongSelfAttention):
-            layer.local_attention = path
+    layers = [layer for layer in module.modules() if isinstance(layer, LongSelfAttention)]
+    for layer in layers:
+        layer.local_attention = path
+    return len(layers)
 
 
 def in_autocast_dtype(x: Tensor) -> Tensor:

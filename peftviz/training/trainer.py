@@ -31,6 +31,7 @@ from peftviz.data.text_data import TextData
 from peftviz.data.uploads import data_sha256
 from peftviz.errors import RunError, TrainingError
 from peftviz.modeling.backbones import load_encoder
+from peftviz.modeling.compiled import compile_layers
 from peftviz.paths import store_dir
 from peftviz.run_config import TrainConfig
 from peftviz.store.runs import Run, best_epoch_of, load_run, read_metrics_lines
@@ -174,6 +175,9 @@ class Trainer:
         self.engine.hold_frozen(model)  # bf16/fp16: autocast no longer casts the frozen weights each forward
         if config.gradient_checkpointing:
             model.enable_gradient_checkpointing()
+        model.set_local_attention(config.local_attention)  # a ConfigError for flex on an encoder without windows
+        if config.compile_layers:
+            compile_layers(model.encoder)
         pad_id = tokenizer.pad_token_id
         splits = {name: tokenize(data.splits[name], tokenizer, config.max_length) for name in data.splits}
         recorded = {

@@ -1,0 +1,94 @@
+"""torch.compile of the encoder's layers (`modeling.compiled`): the graphs and breaks, and the same numbers.
+
+Graph breaks are dynamo's, whatever backend generates the kernels, so most checks compile with the "eager"
+backend (dynamo's graphs run by the eager kernels: seconds on the CPU); one compiles with inductor, the
+backend training uses, and compares its logits and gradients with the eager model's. The table of every
+method's graphs and breaks is benchmarks/compile_layers.py's (docs/costs.md).
+"""
+
+import pytest
+import torch
+
+from peftviz import build_classifier, tiny_encoder
+from peftviz.modeling.compiled import compile_layers, count_graphs
+from tests.support.helpers import padded_batch
+
+pytestmark = pytest.mark.slow  # compiling: seconds per model on the CPU
+
+J = 3
+OPTIONS = {
+    "prefix-tuning": {"prefix_length": J},
+    "prefix-propagation": {"prefix_length": J},
+    "kernel-prefix-propagation": {"prefix_length": J, "alpha": 0.3},
+    "tiny-attention": {"n_heads": 2},
+}
+PAPER = ("fine-tuning", "prefix-tuning", "prefix-propagation", "kernel-prefix-propagation", "tiny-attention")
+LENGTHS = [(29, 18), (13,), (40, 40, 7)]  # the flex tests' padding patterns
+
+
+def classifier(family: str, method: str):
+    torch.manual_seed(1)
+    encoder = tiny_encoder(family, seed=0, **({"window": 8} if family == "longformer" else {}))
+    return build_classifier(encoder, method, 3, OPTIONS.get(method, {}))
+
+
+CASES = [*(("longformer", m) for m in PAPER), ("bert", "prefix-propagation"), ("bert", "prefix-tuning")]
+
+
+@pytest.mark.parametrize(("family", "method"), CASES)
+def test_the_papers_methods_compile_without_graph_breaks(family, method):
+    model = classifier(family, method).train()  # training's code paths: dropout on
+    assert compile_layers(model.encoder, backend="eager") == model.encoder.config.num_hidden_layers
+    graphs = count_graphs(lambda: model(*padded_batch(lengths=(29, 18))).logits.sum().backward())
+    assert graphs.breaks == 0, graphs.reasons
+    assert 1 <= graphs.graphs <= 2 * model.encoder.config.num_hidden_layers
+
+
+def test_breaks_are_counted_with_their_reasons():
+    def twice_broken(x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        x = x * 2
+        torch._dynamo.graph_break()
+        return x - 1
+
+    compiled = torch.compile(twice_broken, backend="eager")
+    graphs = count_graphs(lambda: compiled(torch.ones(3)))
+    assert (graphs.graphs, graphs.breaks) == (3, 2)
+    assert sum(graphs.reasons.values()) == 2 and all(reasons for reasons in graphs.reasons)
+
+
+def step(model, ids, mask) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    model.zero_grad(set_to_none=True)
+    logits = model(ids, mask).logits
+    logits.pow(2).sum().backward()
+    return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("method", ["prefix-propagation", "kernel-prefix-propagation"])
+def test_compiled_layers_follow_each_batch_shape(method):
+    """One compiled model over the three padding patterns in turn: each batch's logits and gradients are the
+    eager model's (the guards notice a new length, a new padding, a different batch size)."""
+    eager, compiled = classifier("longformer", method).eval(), classifier("longformer", method).eval()
+    compile_layers(compiled.encoder, backend="eager")
+    for lengths in LENGTHS:
+        ids, mask = padded_batch(lengths=lengths)
+        (want, want_grads), (got, grads) = step(eager, ids, mask), step(compiled, ids, mask)
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+        assert grads.keys() == want_grads.keys()
+        for name, grad in want_grads.items():
+            torch.testing.assert_close(grads[name], grad, atol=1e-6, rtol=1e-6, msg=name)
+
+
+def test_inductor_layers_give_the_eager_logits_and_gradients():
+    """The backend training uses, generated kernels and all: float32 to 1e-5 (fused reductions reorder sums)."""
+    eager, compiled = (
+        classifier("longformer", "prefix-propagation").eval(),
+        classifier("longformer", "prefix-propagation").eval(),
+    )
+    compile_layers(compiled.encoder)
+    ids, mask = padded_batch(lengths=(29, 18))
+    (want, want_grads), (got, grads) = step(eager, ids, mask), step(compiled, ids, mask)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    for name, grad in want_grads.items():
+        torch.testing.assert_close(grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
