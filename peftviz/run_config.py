@@ -108,7 +108,8 @@ class TrainConfig(Options):
     precision: Literal["auto", "fp32", "bf16", "fp16"] = option(
         "auto",
         "auto (bf16 on a GPU that supports it, else fp32), fp32, bf16 (autocast), or fp16 (autocast with loss "
-        "scaling; CUDA only); parameters and optimizer state stay float32, probabilities are float32",
+        "scaling; CUDA only); trained parameters and optimizer state stay float32 (frozen linear weights are held "
+        "in the compute dtype, as autocast would cast them), probabilities are float32",
     )
     gradient_checkpointing: bool = option(
         False, "recompute each encoder layer's activations in the backward pass instead of keeping them: less memory"
