@@ -249,6 +249,8 @@ def dropout_seed(device) -> Tensor:
 
 def dropout_threshold(p: float) -> int:
     """round(p · 2²⁴): the 24-bit threshold of `dropout_keep`; the dropout rate is exactly threshold / 2²⁴."""
+    if not 0 <= p <= 1:  # (NaN too) torch's dropout refuses the same
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     return round(p * 2**24)
 
 
@@ -345,7 +347,8 @@ def flex_local_attention(
     attention = _flex_attention(q.device.type, torch.is_grad_enabled())
     out = attention(q, keys, values, score_mod=score_mod, block_mask=mask, scale=scaling)  # (B, H, T, d)
     if dropout:
-        out = out / (1 - dropout_threshold(dropout) / 2**24)
+        kept = 1 - dropout_threshold(dropout) / 2**24
+        out = out / kept if kept else torch.zeros_like(out)  # p = 1 drops every weight, as torch's dropout
     if split:
         prefix_k, prefix_v = keys[:, :, :first], values[:, :, :first]  # (B, H, n, d), never padding
         prefix = F.scaled_dot_product_attention(q, prefix_k, prefix_v, dropout_p=dropout, scale=scaling)

@@ -20,6 +20,8 @@ import pytest
 import torch
 import torch.nn.attention.flex_attention as flex
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from transformers import AutoModel, LongformerConfig
 
 from peftviz import METHODS, build_classifier, tiny_encoder
@@ -372,3 +374,30 @@ def test_the_kernel_split_runs_flex_only_with_exp_kernels_and_a_fixed_alpha(opti
     torch.testing.assert_close(flexed, blocks, atol=1e-5, rtol=0)
     runs_flex = not exact and options in ({}, {"alpha_trainable": True})
     assert len(flex_calls) == (model.encoder.config.num_hidden_layers if runs_flex else 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, 1.0, 1e-9, 1 - 1e-9, -0.0]))
+def test_any_dropout_probability_gives_an_output_or_torchs_error(p):
+    inputs, layout = local_inputs((13, 9), e=1, j=1)
+    inputs = [t.detach() for t in inputs]
+    if not 0 <= p <= 1:
+        with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
+            flex_local_attention(*inputs, layout, 4, 0.5, dropout=p)
+        return
+    with torch.no_grad():
+        out = flex_local_attention(*inputs, layout, 4, 0.5, dropout=p)
+    assert torch.isfinite(out).all()
+    if p == 1:
+        assert not out.any()  # every weight dropped, as torch's dropout at p = 1
+
+
+@given(path=st.text(max_size=12))
+def test_any_other_path_is_refused_in_one_line(path):
+    model = long_classifier("fine-tuning")
+    if path in ("blocks", "flex"):
+        assert set_local_attention(model, path) == model.encoder.config.num_hidden_layers
+        return
+    with pytest.raises(ValueError, match=r"^local attention must be one of blocks, flex, not ") as error:
+        set_local_attention(model, path)
+    assert "\n" not in str(error.value)
