@@ -29,8 +29,17 @@ def compile_layers(encoder: nn.Module, dynamic: bool = True, backend: str = "ind
     generating kernels, in a fraction of inductor's time."""
     layers = encoder_layers(encoder)
     for layer in layers:
-        layer.compile(dynamic=dynamic, backend=backend)
+        layer.compile(dynamic=dynamic, backend=backend, recompile_limit=recompile_limit(len(layers)))
     return len(layers)
+
+
+def recompile_limit(n_layers: int) -> int:
+    """Graphs one layer's code may compile to: two a layer. The layers share their code, so dynamo keeps one
+    cache for all of them, and a method whose hooks or state differ by layer (prefix-tuning's keys, prefix-
+    propagation's P^(l), tiny-attention's adapters: each read by the layer's index) compiles once per layer,
+    plus the first layer once more (it fills the forward's cached masks). Past torch's default of 8 the later
+    layers of a 12-layer encoder would run eagerly, and silently."""
+    return 2 * n_layers + 2
 
 
 @dataclass
@@ -40,15 +49,18 @@ class Graphs:
     graphs: int
     breaks: int
     reasons: dict[str, int] = field(default_factory=dict)
+    limit_hits: int = 0  # times dynamo gave up at a recompile limit: the calls after ran eagerly
 
 
 def count_graphs(run: Callable[[], object]) -> Graphs:
     """Run `run()` (e.g. a forward of a classifier whose layers are compiled) from a clean compiler state and
-    count the graphs and graph breaks it made. Resets dynamo's caches: every compiled function recompiles."""
+    count the graphs and graph breaks it made, and the recompile limits it hit. Resets dynamo's caches:
+    every compiled function recompiles."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
     counters.clear()
     run()
     reasons = {str(reason).splitlines()[0][:200]: n for reason, n in counters["graph_break"].items()}
-    return Graphs(counters["stats"]["unique_graphs"], sum(reasons.values()), reasons)
+    hits = sum(n for reason, n in counters["unimplemented"].items() if "recompile limit" in str(reason).lower())
+    return Graphs(counters["stats"]["unique_graphs"], sum(reasons.values()), reasons, hits)

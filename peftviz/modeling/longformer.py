@@ -214,6 +214,14 @@ class LongLayout:
             self._biases[key] = bias.view(B * (T // size), 1, size, n_front + 3 * size)
         return self._biases[key]
 
+    def flex_mask(self, n_text: int, n_extra: int, size: int, copies: int, device):
+        """`band_block_mask` of this forward's shape. The encoder asks for it before its layers run (eagerly:
+        inside a compiled layer dynamo would trace the mask's building into the graph, not use the cache)."""
+        key = ("flex mask", n_text, n_extra, size, copies)
+        if key not in self._biases:
+            self._biases[key] = band_block_mask(n_text, n_extra, self.n_prefix_queries, size, copies, str(device))
+        return self._biases[key]
+
     def flex_visible(self, n_extra: int) -> Tensor:
         """(B, e + L) bool: the keys FlexAttention may see, [e extra keys (always) | the L positions (not padding)]."""
         key = ("flex", n_extra)
@@ -291,6 +299,16 @@ def _flex_attention(device_type: str, grad: bool):
     return None if grad else flex_attention
 
 
+def flex_kernel(device_type: str, grad: bool):
+    """`_flex_attention`, or inside a compiled layer FlexAttention itself (dynamo compiles it with the layer;
+    it would trace through the cache of `_flex_attention` anyway)."""
+    if torch.compiler.is_compiling():
+        from torch.nn.attention.flex_attention import flex_attention
+
+        return flex_attention if device_type == "cuda" or not grad else None
+    return _flex_attention(device_type, grad)
+
+
 def flex_local_attention(
     q: Tensor,
     k: Tensor,
@@ -319,14 +337,13 @@ def flex_local_attention(
     [K | K] with values [V | 0], copy one keeps key k where m_k = 1 and copy two where m_k = 0. Each key is
     in the normaliser once, and only kept keys carry their values: exactly dropout's output, and its
     gradient, for twice the band's scores."""
-    T = q.shape[2]
-    e, j = extra_k.shape[2], layout.n_prefix_queries
+    T, e = q.shape[2], extra_k.shape[2]
     keys = torch.cat([extra_k, k], dim=2).to(q.dtype)  # (B, H, N = e + L, d)
     values = torch.cat([extra_v, v], dim=2).to(q.dtype)
     n_keys = keys.shape[2]
     visible = layout.flex_visible(e)  # (B, N)
     copies = 2 if dropout else 1
-    mask = band_block_mask(T, e, j, size, copies, str(q.device))
+    mask = layout.flex_mask(T, e, size, copies, q.device)
     first = split[0] if split else 0  # the sequence term's first key (kernel form: after the prefix keys)
     if dropout:
         keys = torch.cat([keys, keys], dim=2)  # (B, H, 2N, d)
@@ -344,7 +361,7 @@ def flex_local_attention(
         def score_mod(score, b, h, q_idx, kv_idx):
             return torch.where(visible[b, kv_idx] & (kv_idx >= first), score, -float("inf"))
 
-    attention = _flex_attention(q.device.type, torch.is_grad_enabled())
+    attention = flex_kernel(q.device.type, torch.is_grad_enabled())
     out = attention(q, keys, values, score_mod=score_mod, block_mask=mask, scale=scaling)  # (B, H, T, d)
     if dropout:
         kept = 1 - dropout_threshold(dropout) / 2**24
@@ -438,6 +455,13 @@ class LongSelfAttention(nn.Module):
             ctx.attentions[layer] = self._banded(w_local.detach(), w_glob.detach(), B, e, j, s).trimmed(L)
         return out.transpose(1, 2).reshape(B, L, D)
 
+    def prepare_flex(self, layout: LongLayout, ctx: AttentionContext, n_text: int, device) -> None:
+        """Build this layer's FlexAttention mask for the forward about to run, if it runs on flex."""
+        if self.local_attention == "flex":
+            e = 0 if ctx.prefix_kv is None else ctx.prefix_kv[self.layer_id][0].shape[2]
+            copies = 2 if self.training and self.dropout else 1  # (dropout doubles the keys)
+            layout.flex_mask(n_text, e, self.one_sided_attn_window_size, copies, device)
+
     def _extra_keys(self, ctx: AttentionContext, like: Tensor) -> tuple[Tensor, Tensor]:
         """This layer's extra keys and values (B, H, e, d): prefix-tuning's, or none; in `like`'s dtype, the
         projections' (a float32 key concatenated with bf16 ones would promote them all to float32, for the
@@ -454,7 +478,7 @@ class LongSelfAttention(nn.Module):
         CPU gradients."""
         split_fuses = ctx.kernel is None or fusable(ctx.kernel)
         chosen = self.local_attention == "flex" and not ctx.record and split_fuses
-        return chosen and _flex_attention(device.type, torch.is_grad_enabled()) is not None
+        return chosen and flex_kernel(device.type, torch.is_grad_enabled()) is not None
 
     def _block_attention(self, q, k, v, extra_k, extra_v, layout, ctx, s, scaling, dropout):
         """The text queries in blocks of s over [extra keys | global keys | 3s neighbours] under a band mask.
@@ -582,6 +606,8 @@ class LongEncoder(LongformerPreTrainedModel):
         key_visible = F.pad(attention_mask.bool(), (j, 0), value=True)  # (B, L = j + T)
         layout = LongLayout(n_prefix_queries=j, key_visible=key_visible)
         bias = None if bool(key_visible.all()) else key_padding_bias(attention_mask, j, hidden.dtype)
+        for layer in self.encoder.layer:  # outside the (compiled) layers: their FlexAttention masks
+            layer.attention.self.prepare_flex(layout, ctx, input_ids.shape[1], hidden.device)
         for layer in self.encoder.layer:
             hidden = layer(hidden, bias, layout=layout, peftviz=ctx)  # (B, L, D); the hook adds j at layer 0
         return BaseModelOutput(last_hidden_state=hidden)

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from peftviz import build_classifier, tiny_encoder
+from peftviz.modeling import compiled
 from peftviz.modeling.compiled import compile_layers, count_graphs
+from peftviz.modeling.longformer import LongEncoder
 from tests.support.helpers import padded_batch
 
 pytestmark = pytest.mark.slow  # compiling: seconds per model on the CPU
@@ -92,3 +94,35 @@ def test_inductor_layers_give_the_eager_logits_and_gradients():
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
     for name, grad in want_grads.items():
         torch.testing.assert_close(grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_every_layer_of_a_twelve_layer_encoder_runs_compiled(monkeypatch):
+    """Prefix-propagation reads P^(l) by the layer's index (as prefix-tuning its keys and tiny-attention its
+    adapters: benchmarks/compile_layers.py), so each layer compiles a graph of its own; past torch's default
+    limit of 8 the last four layers ran eagerly, without a word."""
+    method = "prefix-propagation"
+    torch.manual_seed(1)
+    config = tiny_encoder("longformer", window=8).config
+    config.num_hidden_layers, config.attention_window = 12, [8] * 12
+    model = build_classifier(LongEncoder(config), method, 3, OPTIONS.get(method, {})).train()
+    compile_layers(model.encoder, backend="eager")
+    run = lambda: model(*padded_batch(lengths=(29, 18))).logits.sum().backward()
+    graphs = count_graphs(run)
+    assert graphs.limit_hits == 0 and graphs.breaks == 0 and graphs.graphs >= 12
+    monkeypatch.setattr(compiled, "recompile_limit", lambda n_layers: 8)  # torch's default: the hit is counted
+    compile_layers(model.encoder, backend="eager")
+    assert count_graphs(run).limit_hits > 0
+
+
+def test_flex_inside_compiled_layers_gives_the_blocks_logits():
+    """The FlexAttention mask is built before the compiled layers run (inside, dynamo would trace its building)."""
+    eager, flexed = (
+        classifier("longformer", "prefix-propagation").eval(),
+        classifier("longformer", "prefix-propagation").eval(),
+    )
+    flexed.set_local_attention("flex")
+    compile_layers(flexed.encoder, backend="eager")
+    for lengths in LENGTHS:
+        ids, mask = padded_batch(lengths=lengths)
+        with torch.no_grad():
+            torch.testing.assert_close(flexed(ids, mask).logits, eager(ids, mask).logits, atol=1e-5, rtol=0)
