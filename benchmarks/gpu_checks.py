@@ -1,30 +1,52 @@
-"""The Longformer's FlexAttention path against the banded blocks on a GPU: logits and gradients.
+"""The Longformer's FlexAttention path against the banded blocks on a GPU: logits, gradients, dropout, held weights.
 
     PYTHONPATH=. python3 benchmarks/gpu_checks.py --out DIR     # on a CUDA machine, before benchmarks/gpu.py
-    .venv/bin/python benchmarks/gpu_checks.py --out /tmp/x      # on the CPU: logits only (no CPU flex backward)
+    .venv/bin/python benchmarks/gpu_checks.py --out /tmp/x      # on the CPU: forwards only (no CPU flex backward)
 
 tests/modeling/test_flex_attention.py checks the path's forward on the CPU, where torch's FlexAttention runs
 its reference math and has no backward. On a GPU it runs the compiled kernel, forward and backward, so this
-script checks both there: for each method and case, the largest absolute difference of the logits and of
-every trainable parameter's gradient, flex against blocks, each relative to the largest blocks value.
+script checks both there, for the four paper methods (fine-tuning, prefix-tuning, prefix-propagation and
+kernel-prefix-propagation, whose kernel form with a fixed α runs on flex too):
+- flex vs blocks, eval mode: the largest absolute difference of the logits and of every trainable parameter's
+  gradient, flex against blocks, each relative to the largest blocks value.
+- training mode with attention dropout on flex (computed inside the kernel from a hashed mask, so it cannot
+  equal the blocks' random dropout): the loss is finite; with `torch.manual_seed` fixed, two training forwards
+  give identical logits (the mask's seed is drawn from torch's generator) and another seed other logits; the
+  flex path really ran, with the dropout rate; on the GPU every trainable parameter's gradient is finite, and
+  non-zero wherever the blocks' is (the parameters the loss does not reach, e.g. the last layer's local
+  projections, which only the text positions read and the head never does, are zero on both). The other
+  dropouts (hidden, head, prefix) are set to 0 here, so the attention's is the only randomness.
+- frozen weights held in bf16 (`peftviz.training.engine.hold_frozen_in`) against the same model not held, under
+  bf16 autocast, eval, on each path: the logits must be bit-identical (autocast casts a float32 weight to the
+  very bf16 values the held one has). Runs on the CPU too (CPU autocast).
 Cases: a tiny Longformer in float32 (TF32 off: the tolerance is float32's) on a padded batch, and a
-Longformer-base-shaped layer stack at 1024 tokens under bf16 autocast. Writes DIR/gpu_checks.json.
+Longformer-base-shaped layer stack at 1024 tokens under bf16 autocast (the GPU only). On the CPU the training
+check runs its forwards without gradients (the CPU's FlexAttention has none; with gradients the layer would
+fall back to the blocks). Writes DIR/gpu_checks.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
+import inspect
 import json
+import math
 import time
 from pathlib import Path
 
 import torch
+from torch import nn
 from transformers import LongformerConfig
 
 from peftviz.classifier import build_classifier
+from peftviz.modeling import longformer
 from peftviz.modeling.longformer import LongEncoder, set_local_attention
+from peftviz.training.engine import hold_frozen_in
 
-METHODS = ("fine-tuning", "prefix-tuning", "prefix-propagation")
+METHODS = ("fine-tuning", "prefix-tuning", "prefix-propagation", "kernel-prefix-propagation")
+FROZEN_BACKBONE = METHODS[1:]
 TOLERANCE = {"float32": 1e-4, "bf16": 3e-2}  # relative to the largest value: float32's, bf16's 8-bit mantissa
 
 
@@ -128,6 +150,113 @@ def varying_lengths(config: LongformerConfig, lengths: tuple[int, ...], device) 
     return {"check": "varying lengths", "lengths": lengths, "seconds": seconds, "ok": True}
 
 
+@contextlib.contextmanager
+def flex_calls():
+    """Every call of the FlexAttention path inside the block: the dropout rate of each (a list, filled as it runs)."""
+    original, seen = longformer.flex_local_attention, []
+    signature = inspect.signature(original)
+
+    def counted(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        seen.append(bound.arguments["dropout"])
+        return original(*args, **kwargs)
+
+    longformer.flex_local_attention = counted
+    try:
+        yield seen
+    finally:
+        longformer.flex_local_attention = original
+
+
+def training_forward(model, ids, mask, precision: str, seed: int, grads: bool):
+    """(logits, loss, gradients) of one training-mode forward (and backward where `grads`) after manual_seed(seed)."""
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    with torch.autocast(ids.device.type, torch.bfloat16, enabled=precision == "bf16"), torch.set_grad_enabled(grads):
+        logits = model(ids, mask).logits.float()
+        loss = logits.square().mean()
+        if grads:
+            loss.backward()
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad] if grads else []
+    gradients = {n: p.grad.float().clone() if p.grad is not None else torch.zeros_like(p).float() for n, p in trainable}
+    return logits.detach(), loss.item(), gradients
+
+
+def dropout_check(method: str, config: LongformerConfig, lengths, precision: str, device, grads=None) -> dict:
+    """Training mode with attention dropout on flex: finite loss, seeded forwards equal, another seed differs, the
+    flex path ran with the dropout rate; on the GPU (or where `grads`) finite gradients, non-zero wherever the
+    blocks' are."""
+    torch.manual_seed(0)
+    model = build_classifier(LongEncoder(config), method, 2).to(device).train()
+    for module in model.modules():  # the attention's dropout (a rate, not a module) is the only randomness left
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+    ids, mask = batch(lengths, config.vocab_size, device)
+    grads = device.type == "cuda" if grads is None else grads
+    set_local_attention(model, "flex")
+    with flex_calls() as seen:
+        logits, loss, gradients = training_forward(model, ids, mask, precision, 0, grads)
+        again, _, _ = training_forward(model, ids, mask, precision, 0, grads)
+        other, _, _ = training_forward(model, ids, mask, precision, 1, grads)
+    row = {
+        "check": "flex training, attention dropout",
+        "method": method,
+        "case": f"{max(lengths)}x{len(lengths)}",
+        "precision": precision,
+        "attention_dropout": config.attention_probs_dropout_prob,
+        "flex_calls": len(seen),
+        "flex_dropout_rates": sorted(set(seen)),
+        "loss": loss,
+        "loss_finite": math.isfinite(loss),
+        "same_seed_identical": torch.equal(logits, again),
+        "other_seed_differs": not torch.equal(logits, other),
+    }
+    ok = row["loss_finite"] and row["same_seed_identical"] and row["other_seed_differs"]
+    ok = ok and row["flex_calls"] > 0 and row["flex_dropout_rates"] == [config.attention_probs_dropout_prob]
+    if grads:
+        set_local_attention(model, "blocks")
+        _, _, reached = training_forward(model, ids, mask, precision, 0, grads)
+        row["grads_finite"] = all(bool(g.isfinite().all()) for g in gradients.values())
+        row["zero_on_flex"] = [n for n, g in gradients.items() if not g.any() and reached[n].any()]
+        row["zero_on_both"] = [n for n, g in gradients.items() if not g.any() and not reached[n].any()]
+        row["grads_checked"] = len(gradients)
+        ok = ok and row["grads_finite"] and not row["zero_on_flex"] and len(gradients) > 0
+    else:
+        row["grads"] = "not checked: the CPU's FlexAttention has no backward"
+    row["ok"] = ok
+    return row
+
+
+def held_check(method: str, config: LongformerConfig, lengths, device) -> dict:
+    """Logits with the frozen linear weights held in bf16 against the same model not held, bf16 autocast, eval, on
+    each local-attention path: bit-identical."""
+    torch.manual_seed(0)
+    plain = build_classifier(LongEncoder(config), method, 2).to(device).eval()
+    held = copy.deepcopy(plain)
+    row = {"check": "held frozen weights, bf16 autocast", "method": method, "case": f"{max(lengths)}x{len(lengths)}"}
+    row["held_tensors"] = hold_frozen_in(held, torch.bfloat16)
+    ids, mask = batch(lengths, config.vocab_size, device)
+    for path in ("flex", "blocks"):
+        outputs = []
+        for model in (plain, held):
+            set_local_attention(model, path)
+            with torch.no_grad(), torch.autocast(device.type, torch.bfloat16):
+                outputs.append(model(ids, mask).logits.float())
+        row[f"max_abs_diff_{path}"] = (outputs[0] - outputs[1]).abs().max().item()
+    row["ok"] = row["held_tensors"] > 0 and row["max_abs_diff_flex"] == 0 and row["max_abs_diff_blocks"] == 0
+    return row
+
+
+def guarded(rows: list, check_fn, args: tuple, **where) -> None:
+    """rows += check_fn(*args), or its error: one device call must bring back every case it can."""
+    try:
+        rows.append(check_fn(*args))
+    except Exception as err:  # noqa: BLE001
+        rows.append({**where, "error": repr(err)[:500]})
+    print(json.dumps(rows[-1]), flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -141,12 +270,15 @@ def main() -> int:
         cases.append((base_config(args.base_layers), (1024, 700), "bf16"))
     rows = []
     for config, lengths, precision in cases:
+        case = f"{max(lengths)}x{len(lengths)}"
         for method in METHODS:
-            try:
-                rows.append(check(method, config, lengths, precision, device))
-            except Exception as err:  # noqa: BLE001  (one device call must bring back every case it can)
-                rows.append({"method": method, "case": f"{max(lengths)}x{len(lengths)}", "error": repr(err)[:500]})
-            print(json.dumps(rows[-1]), flush=True)
+            guarded(rows, check, (method, config, lengths, precision, device), method=method, case=case)
+        for method in METHODS:
+            where = {"check": "flex training, attention dropout", "method": method, "case": case}
+            guarded(rows, dropout_check, (method, config, lengths, precision, device), **where)
+        for method in FROZEN_BACKBONE:
+            where = {"check": "held frozen weights, bf16 autocast", "method": method, "case": case}
+            guarded(rows, held_check, (method, config, lengths, device), **where)
     lengths = (1000, 1500, 2047, 1200, 3000) if device.type == "cuda" else (150, 120)
     try:
         rows.append(

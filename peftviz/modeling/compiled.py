@@ -62,5 +62,12 @@ def count_graphs(run: Callable[[], object]) -> Graphs:
     counters.clear()
     run()
     reasons = {str(reason).splitlines()[0][:200]: n for reason, n in counters["graph_break"].items()}
-    hits = sum(n for reason, n in counters["unimplemented"].items() if "recompile limit" in str(reason).lower())
-    return Graphs(counters["stats"]["unique_graphs"], sum(reasons.values()), reasons, hits)
+    return Graphs(counters["stats"]["unique_graphs"], sum(reasons.values()), reasons, recompile_limit_hits())
+
+
+def recompile_limit_hits() -> int:
+    """How many times dynamo gave up compiling at a recompile limit since its counters were cleared (as
+    `count_graphs` does): the calls after such a hit run eagerly."""
+    from torch._dynamo.utils import counters
+
+    return sum(n for reason, n in counters["unimplemented"].items() if "recompile limit" in str(reason).lower())
