@@ -35,6 +35,7 @@ from benchmarks.gpu import NUM_LABELS, PREFIX_LENGTH, Bench, encoder_config, mak
 from peftviz.classifier import build_classifier
 from peftviz.files import write_bytes_atomic
 from peftviz.modeling.longformer import LongEncoder
+from peftviz.tables import format_table
 from peftviz.training.engine import hold_frozen_in
 
 METHODS = ("fine-tuning", "prefix-tuning", "prefix-propagation", "kernel-prefix-propagation", "tiny-attention", "lora")
@@ -47,7 +48,7 @@ def model_of(encoder: LongEncoder, method: str):
     return build_classifier(copy.deepcopy(encoder), method, NUM_LABELS, options)
 
 
-KERNELS = ("aten::_to_copy", "aten::copy_")
+CAST, COPY = KERNELS = ("aten::_to_copy", "aten::copy_")
 
 
 def profiled_step(model, case, bench: Bench) -> dict:
@@ -73,22 +74,22 @@ def method_row(method: str, encoder: LongEncoder, case, bench: Bench) -> dict:
 
 
 def markdown(meta: dict, rows: list[dict]) -> str:
-    lines = [
-        f"{meta['date']}; torch {meta['torch']}; CPU, bf16 autocast, {meta['threads']} threads; `{meta['command']}`",
-        "",
-        (
-            "| T × B | method | frozen tensors held in bf16 | `aten::_to_copy` per step, before → after "
-            "| `aten::copy_` per step, before → after |"
-        ),
-        "|---|---|---|---|---|",
-    ]
-    for r in rows:
-        b, a = r["before"], r["after"]
-        lines.append(
-            f"| {r['case']} | {r['method']} | {r['held']} | {b['aten::_to_copy']} → {a['aten::_to_copy']} "
-            f"| {b['aten::copy_']} → {a['aten::copy_']} |"
-        )
-    return "\n".join(lines) + "\n"
+    heading = (
+        f"{meta['date']}; torch {meta['torch']}; CPU, bf16 autocast, {meta['threads']} threads; `{meta['command']}`"
+    )
+    table = format_table(
+        [
+            {
+                "T × B": r["case"],
+                "method": r["method"],
+                "frozen tensors held in bf16": r["held"],
+                "`aten::_to_copy` per step, before → after": f"{r['before'][CAST]} → {r['after'][CAST]}",
+                "`aten::copy_` per step, before → after": f"{r['before'][COPY]} → {r['after'][COPY]}",
+            }
+            for r in rows
+        ]
+    )
+    return f"{heading}\n\n{table}\n"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
         case = make_case(T, B, config.vocab_size, bench.device)
         for method in args.methods.split(","):
             rows.append(method_row(method, encoder, case, bench))
-            print(markdown(meta, rows[-1:]).splitlines()[-1], flush=True)
+            print(markdown(meta, rows).splitlines()[-1], flush=True)
             write_bytes_atomic(args.out / "casts.json", json.dumps(meta | {"rows": rows}, indent=1).encode())
             write_bytes_atomic(args.out / "casts.md", markdown(meta, rows).encode())
     print(markdown(meta, rows))

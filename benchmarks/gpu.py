@@ -331,7 +331,7 @@ def prepare(model, variant: str, bench: Bench) -> dict:
         return {"local_attention": "blocks"}
     held = hold_frozen_in(model, torch.bfloat16) if bench.bf16 else "not applied: float32"
     layers = compile_layers(model.encoder, dynamic=True, backend=bench.compile_backend)
-    flex_trains = longformer._flex_attention(bench.device.type, True) is not None  # the layers' own rule
+    flex_trains = longformer.flex_kernel(bench.device.type, True) is not None  # the layers' own rule
     return {
         "local_attention": "flex",
         "train_local_attention": "flex" if flex_trains else f"blocks (no FlexAttention backward on {bench.device})",
