@@ -290,22 +290,32 @@ def _flex_attention(device_type: str, grad: bool):
     """FlexAttention as it runs on this device, or None where it cannot: compiled on a GPU (its fused kernel,
     forward and backward); eager on the CPU, where it is torch's reference math and has no backward.
 
-    dynamic=True: one kernel for every length of a sweep. With static shapes each new length compiled a kernel
-    of its own until torch's recompile limit (8), after which it ran the reference math: 1.7-2.8× slower."""
+    One kernel for every length of a sweep (`compiled_flex`)."""
     from torch.nn.attention.flex_attention import flex_attention
 
     if device_type == "cuda":
-        return torch.compile(flex_attention, dynamic=True)
+        return compiled_flex()
     return None if grad else flex_attention
+
+
+def compiled_flex(backend: str = "inductor"):
+    """FlexAttention compiled with dynamic shapes: one kernel for every length of a sweep. With static shapes
+    each new length compiled a kernel of its own until torch's recompile limit (8), after which it ran the
+    reference math: 1.7-2.8× slower (the H100 run of 2026-11-26)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=True, backend=backend)
 
 
 def flex_kernel(device_type: str, grad: bool):
     """`_flex_attention`, or inside a compiled layer FlexAttention itself (dynamo compiles it with the layer;
-    it would trace through the cache of `_flex_attention` anyway)."""
+    it would trace through the cache of `_flex_attention` anyway) on a GPU, and on a CPU None: the blocks.
+    (Inductor's CPU template for FlexAttention generated C++ that did not build, with dynamic shapes, torch
+    2.13; a compiled CPU run would fail at its first evaluation.)"""
     if torch.compiler.is_compiling():
         from torch.nn.attention.flex_attention import flex_attention
 
-        return flex_attention if device_type == "cuda" or not grad else None
+        return flex_attention if device_type == "cuda" else None
     return _flex_attention(device_type, grad)
 
 

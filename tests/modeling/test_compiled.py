@@ -10,10 +10,12 @@ import pytest
 import torch
 
 from peftviz import build_classifier, tiny_encoder
-from peftviz.modeling import compiled
+from peftviz.modeling import compiled, longformer
 from peftviz.modeling.compiled import compile_layers, count_graphs
-from peftviz.modeling.longformer import LongEncoder
+from peftviz.modeling.longformer import LongEncoder, band_block_mask
 from tests.support.helpers import padded_batch
+
+real_mask = band_block_mask.__wrapped__  # (no cache: every build counted)
 
 pytestmark = pytest.mark.slow  # compiling: seconds per model on the CPU
 
@@ -114,15 +116,18 @@ def test_every_layer_of_a_twelve_layer_encoder_runs_compiled(monkeypatch):
     assert count_graphs(run).limit_hits > 0
 
 
-def test_flex_inside_compiled_layers_gives_the_blocks_logits():
-    """The FlexAttention mask is built before the compiled layers run (inside, dynamo would trace its building)."""
-    eager, flexed = (
-        classifier("longformer", "prefix-propagation").eval(),
-        classifier("longformer", "prefix-propagation").eval(),
-    )
+def test_flex_inside_compiled_layers_gives_the_blocks_logits(monkeypatch):
+    """On a GPU a compiled layer runs FlexAttention inside its graph, with the mask the encoder built before the
+    layers (inside, dynamo would trace its building). On a CPU a compiled layer runs the blocks: inductor's CPU
+    FlexAttention did not build with dynamic shapes. Both give the blocks' logits."""
+    calls = []
+    monkeypatch.setattr(longformer, "band_block_mask", lambda *args: calls.append(args) or real_mask(*args))
+    eager = classifier("longformer", "prefix-propagation").eval()
+    flexed = classifier("longformer", "prefix-propagation").eval()
     flexed.set_local_attention("flex")
     compile_layers(flexed.encoder, backend="eager")
     for lengths in LENGTHS:
         ids, mask = padded_batch(lengths=lengths)
         with torch.no_grad():
             torch.testing.assert_close(flexed(ids, mask).logits, eager(ids, mask).logits, atol=1e-5, rtol=0)
+    assert len(calls) == len(LENGTHS)  # built eagerly by the encoder, once a batch (both layers share the window)

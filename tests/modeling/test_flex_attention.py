@@ -320,24 +320,31 @@ def test_the_block_mask_is_built_once_per_shape():
     assert band_block_mask.cache_info().misses == 2  # a new length: a new mask
 
 
-@pytest.mark.slow  # compiles FlexAttention on the CPU: about 15 s
-@pytest.mark.parametrize("dropout", [0.0, 0.1])
-def test_a_sweep_of_lengths_compiles_flex_at_most_twice(monkeypatch, dropout):
-    """The GPU path compiles FlexAttention with dynamic shapes, and the masks and score mods hold lengths as
-    tensors: a sweep of six lengths compiles twice (a first, static graph, then the dynamic one) instead of
-    six times (past torch's limit of 8 it ran the reference math). Counted on the CPU's compiler, forward."""
+def graphs_over_a_sweep(compiled, dropout: float, monkeypatch) -> int:
+    """Dynamo's graphs for FlexAttention `compiled` over six lengths, forward (dynamo's guards and recompiles are
+    the same whatever backend makes the kernels: "eager" makes none, where inductor's CPU kernels take a minute)."""
     import torch._dynamo
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
     counters.clear()
-    compiled = torch.compile(flex.flex_attention, dynamic=True)
     monkeypatch.setattr(longformer, "_flex_attention", lambda device_type, grad: compiled)
     for T in (100, 130, 200, 257, 300, 333):
         inputs, layout = local_inputs((T, T - 20), e=0, j=2, dtype=torch.float32)
         with torch.no_grad():
             flex_local_attention(*(t.detach() for t in inputs), layout, 16, 0.5, dropout)
-    assert counters["stats"]["unique_graphs"] <= 2
+    return counters["stats"]["unique_graphs"]
+
+
+@pytest.mark.slow  # dynamo traces FlexAttention twelve times: seconds
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_a_sweep_of_lengths_compiles_flex_at_most_twice(monkeypatch, dropout):
+    """The GPU path's FlexAttention (`compiled_flex`, dynamic shapes) compiles a sweep of six lengths twice (a
+    first, static graph, then the dynamic one); static shapes compiled it once a length (past torch's limit of
+    8 it ran the reference math)."""
+    assert graphs_over_a_sweep(longformer.compiled_flex(backend="eager"), dropout, monkeypatch) <= 2
+    static = torch.compile(flex.flex_attention, dynamic=False, backend="eager")
+    assert graphs_over_a_sweep(static, dropout, monkeypatch) == 6
 
 
 def test_the_blocks_are_the_default(flex_calls):
