@@ -22,7 +22,6 @@ Writes DIR/casts.json and DIR/casts.md (the table for docs/costs.md).
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime
 import json
 import sys
@@ -31,23 +30,13 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.gpu import NUM_LABELS, PREFIX_LENGTH, Bench, encoder_config, make_case, parse_cases, train_step
-from peftviz.classifier import build_classifier
+from benchmarks.gpu import Bench, encoder_config, make_case, parse_cases, peftviz_model, train_step
 from peftviz.files import write_bytes_atomic
 from peftviz.modeling.longformer import LongEncoder
 from peftviz.tables import format_table
 from peftviz.training.engine import hold_frozen_in
 
 METHODS = ("fine-tuning", "prefix-tuning", "prefix-propagation", "kernel-prefix-propagation", "tiny-attention", "lora")
-PREFIXED = ("prefix-tuning", "prefix-propagation", "kernel-prefix-propagation")  # prefix length 8, as gpu.py
-
-
-def model_of(encoder: LongEncoder, method: str):
-    options = {"prefix_length": PREFIX_LENGTH} if method in PREFIXED else {}
-    torch.manual_seed(0)
-    return build_classifier(copy.deepcopy(encoder), method, NUM_LABELS, options)
-
-
 CAST, COPY = KERNELS = ("aten::_to_copy", "aten::copy_")
 
 
@@ -66,8 +55,8 @@ def profiled_step(model, case, bench: Bench) -> dict:
 
 def method_row(method: str, encoder: LongEncoder, case, bench: Bench) -> dict:
     row = {"method": method, "case": case.label}
-    row["before"] = profiled_step(model_of(encoder, method), case, bench)
-    model = model_of(encoder, method)
+    row["before"] = profiled_step(peftviz_model(encoder, method, bench.device), case, bench)
+    model = peftviz_model(encoder, method, bench.device)
     row["held"] = hold_frozen_in(model, torch.bfloat16)
     row["after"] = profiled_step(model, case, bench)
     return row

@@ -146,6 +146,7 @@ FROZEN_BACKBONE = METHODS[1:]  # the methods whose backbone is frozen (the step 
 VARIANTS = ("before", "after")
 PATH_OF = {"before": "blocks", "after": "flex"}  # each variant's local attention
 PREFIX_LENGTH = 8  # the paper's j (Table 5)
+PREFIXED = ("prefix-tuning", "prefix-propagation", "kernel-prefix-propagation")  # the methods it applies to
 NUM_LABELS = 2
 PEER = "transformers Longformer (fine-tuning)"
 MAX_GRAD_NORM = 1.0  # the trainer's default clipping (TrainConfig.max_grad_norm)
@@ -318,7 +319,7 @@ def make_case(T: int, B: int, vocab: int, device: torch.device) -> Case:
 
 def peftviz_model(encoder: LongEncoder, method: str, device: torch.device):
     """A copy of `encoder` with `method` (prefix length 8 where it has one) and a 2-label head, on the device."""
-    options = {} if method == "fine-tuning" else {"prefix_length": PREFIX_LENGTH}
+    options = {"prefix_length": PREFIX_LENGTH} if method in PREFIXED else {}
     torch.manual_seed(0)
     return build_classifier(copy.deepcopy(encoder), method, NUM_LABELS, options).to(device)
 
