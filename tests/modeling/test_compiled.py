@@ -13,21 +13,14 @@ from peftviz import build_classifier, tiny_encoder
 from peftviz.modeling import compiled, longformer
 from peftviz.modeling.compiled import compile_layers, count_graphs
 from peftviz.modeling.longformer import LongEncoder, band_block_mask
-from tests.support.helpers import padded_batch
+from tests.support.helpers import LONG_OPTIONS, PADDINGS, padded_batch
 
 real_mask = band_block_mask.__wrapped__  # (no cache: every build counted)
 
 pytestmark = pytest.mark.slow  # compiling: seconds per model on the CPU
 
-J = 3
-OPTIONS = {
-    "prefix-tuning": {"prefix_length": J},
-    "prefix-propagation": {"prefix_length": J},
-    "kernel-prefix-propagation": {"prefix_length": J, "alpha": 0.3},
-    "tiny-attention": {"n_heads": 2},
-}
+OPTIONS, LENGTHS = LONG_OPTIONS, PADDINGS  # the flex tests' options and padding patterns
 PAPER = ("fine-tuning", "prefix-tuning", "prefix-propagation", "kernel-prefix-propagation", "tiny-attention")
-LENGTHS = [(29, 18), (13,), (40, 40, 7)]  # the flex tests' padding patterns
 
 
 def classifier(family: str, method: str):

@@ -37,18 +37,11 @@ from peftviz.modeling.longformer import (
     flex_local_attention,
     set_local_attention,
 )
-from tests.support.helpers import padded_batch
+from tests.support.helpers import LONG_OPTIONS, PADDINGS, padded_batch
 
-J, WINDOW = 3, 8  # prefix length; the tiny Longformer's window (4 positions on each side)
+J, WINDOW = 3, 8  # prefix length (LONG_OPTIONS'); the tiny Longformer's window (4 positions on each side)
 BF16_TOLERANCE = 0.02  # of the largest value (measured: logits 0.3%, gradients 1.1%); bf16 keeps 8 bits
-OPTIONS = {
-    "prefix-tuning": {"prefix_length": J},
-    "prefix-propagation": {"prefix_length": J},
-    "kernel-prefix-propagation": {"prefix_length": J, "alpha": 0.3},
-    "tiny-attention": {"n_heads": 2},
-}
-# the blocks' own padding cases: several windows, one row padded past a whole window, lengths not a multiple of s
-LENGTHS = [(29, 18), (13,), (40, 40, 7)]
+OPTIONS, LENGTHS = LONG_OPTIONS, PADDINGS
 
 
 def long_classifier(method: str, seed: int = 0):

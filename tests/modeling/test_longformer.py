@@ -12,15 +12,10 @@ from peftviz import METHODS, build_classifier, tiny_encoder
 from peftviz.modeling.backbones import load_encoder
 from peftviz.modeling.longformer import BandedAttention, LongEncoder, set_local_attention
 from tests.support.casts import Casts
-from tests.support.helpers import padded_batch
+from tests.support.helpers import LONG_OPTIONS, padded_batch
 
-J, WINDOW = 3, 8  # prefix length; the tiny Longformer's window (4 positions on each side)
-OPTIONS = {
-    "prefix-tuning": {"prefix_length": J},
-    "prefix-propagation": {"prefix_length": J},
-    "kernel-prefix-propagation": {"prefix_length": J, "alpha": 0.3},
-    "tiny-attention": {"n_heads": 2},
-}
+J, WINDOW = 3, 8  # prefix length (LONG_OPTIONS'); the tiny Longformer's window (4 positions on each side)
+OPTIONS = LONG_OPTIONS
 
 
 def long_classifier(method: str, seed: int = 0, **options):

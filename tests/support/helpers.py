@@ -36,6 +36,17 @@ def tiny_classifier(method: str, family: str = "bert", num_labels: int = 3, seed
     return build_classifier(encoder, method, num_labels, options).eval()
 
 
+# The tiny Longformer's method options (prefix length 3) and padding patterns, shared by the tests that compare
+# its attention paths: several windows, one row padded past a whole window, lengths not a multiple of s.
+LONG_OPTIONS = {
+    "prefix-tuning": {"prefix_length": 3},
+    "prefix-propagation": {"prefix_length": 3},
+    "kernel-prefix-propagation": {"prefix_length": 3, "alpha": 0.3},
+    "tiny-attention": {"n_heads": 2},
+}
+PADDINGS = [(29, 18), (13,), (40, 40, 7)]
+
+
 def padded_batch(lengths=(9, 5), seed: int = 0):
     """Random token ids (avoiding special and pad ids) with right padding: (B, T) ids and mask."""
     g = torch.Generator().manual_seed(seed)

@@ -14,11 +14,11 @@ from peftviz import build_classifier, tiny_encoder
 from peftviz.run_config import TrainConfig
 from peftviz.training.engine import Engine, hold_frozen_in
 from tests.support.casts import Casts
-from tests.support.helpers import padded_batch
+from tests.support.helpers import PADDINGS, padded_batch
 from tests.support.method_cases import METHOD_CASES
 
 # the flex tests' padding patterns on the Longformer (several windows, one row past a whole window, odd lengths)
-LENGTHS = {"bert": [(29, 18)], "roberta": [(29, 18)], "longformer": [(29, 18), (13,), (40, 40, 7)]}
+LENGTHS = {"bert": [(29, 18)], "roberta": [(29, 18)], "longformer": PADDINGS}
 CASES = [(case, family, lengths) for case in METHOD_CASES for family in case.families for lengths in LENGTHS[family]]
 # DoRA's magnitude divides by ‖W + BA‖, which peft computes in float32 from the weight: from a held bf16
 # weight that norm is the rounded W's, so DoRA's gradients move by bf16 rounding (its logits do not)
